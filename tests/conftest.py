@@ -1,0 +1,39 @@
+"""Shared fixtures: the repository's backend and demo modules, and a verified copy of the upstream sdist."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "backend"), str(ROOT / "demo")]
+
+import upstream_tree  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pin() -> upstream_tree.Pin:
+    return upstream_tree.read_pin(ROOT)
+
+
+@pytest.fixture(scope="session")
+def upstream_sdist(pin) -> Path:
+    """The pinned sdist, fetched once (or taken from LITGPT_UPSTREAM_SDIST / the cache) and verified."""
+    return upstream_tree.fetch_sdist(pin)
+
+
+@pytest.fixture
+def fork_copy(tmp_path) -> Path:
+    """A copy of what our sdist carries, to break on purpose without touching the checkout."""
+    dest = tmp_path / "fork"
+    dest.mkdir()
+    for name in ("pyproject.toml", "backend", "patches"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, dest / name)
+    return dest
