@@ -105,7 +105,9 @@ def fetch_sdist(pin: Pin, local: str | os.PathLike | None = None) -> Path:
         return cached
     cached.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation"]
-    result = subprocess.run([*cmd, "-d", str(cached.parent), pin.requirement], capture_output=True, text=True)
+    # inside a PEP 517 hook, pyproject-hooks' variables would point pip's own metadata build at our backend-path
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("_PYPROJECT_HOOKS_", "PEP517_"))}
+    result = subprocess.run([*cmd, "-d", str(cached.parent), pin.requirement], capture_output=True, text=True, env=env)
     if result.returncode != 0 or not cached.is_file():
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
         raise ForkBuildError(

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import torch
 import yaml
-from tokenizers import Tokenizer, models, pre_tokenizers
-
 from litgpt import GPT, Config
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 EOS = "<eos>"
 WORDS = (

@@ -78,6 +78,17 @@ def test_download_failure_says_how_to_build_offline(pin, tmp_path, monkeypatch):
     assert "upstream-sdist" in str(error.value)
 
 
+def test_build_downloads_the_pinned_sdist_with_pip(pin, tmp_path, monkeypatch):
+    monkeypatch.delenv(upstream_tree.SDIST_ENV, raising=False)
+    cache = tmp_path / "cache"
+
+    result = pip_wheel(ROOT, tmp_path / "wheels", LITGPT_FORK_CACHE=str(cache))
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert upstream_tree.sha256_of(cache / pin.sdist_name) == pin.sha256
+    assert len(list((tmp_path / "wheels").glob("litgpt-*+*.whl"))) == 1
+
+
 def test_offline_wheel_from_local_sdist_is_complete_litgpt(pin, upstream_sdist, tmp_path, monkeypatch):
     # nothing to download from and nothing cached: only the config setting can provide the sdist
     monkeypatch.delenv(upstream_tree.SDIST_ENV, raising=False)
