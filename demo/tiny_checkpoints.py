@@ -44,13 +44,22 @@ def tiny_config(vocab_size: int, n_layer: int = 2, n_embd: int = 32, n_head: int
     )
 
 
-def random_model(config: dict, seed: int, logit_scale: float = 10.0) -> GPT:
-    """A random model whose next-token logits are well separated, so greedy decoding has no near-ties."""
+def random_model(config: dict, seed: int) -> GPT:
     torch.manual_seed(seed)
-    model = GPT(Config(**config))
+    return GPT(Config(**config))
+
+
+def truncated_draft(target: GPT, config: dict, sharpness: float = 3.0) -> GPT:
+    """A draft made of the target's first layers, embeddings and head, with the head ``sharpness`` times sharper.
+
+    It agrees with the target on many tokens but is more confident than the target, as small drafts often are:
+    the case in which LitGPT 0.5.13's greedy speculative decoding departs from the target's own output.
+    """
+    draft = GPT(Config(**config))
+    draft.load_state_dict({k: v for k, v in target.state_dict().items() if k in draft.state_dict()})
     with torch.no_grad():
-        model.lm_head.weight.mul_(logit_scale)
-    return model
+        draft.lm_head.weight.mul_(sharpness)
+    return draft
 
 
 def save_checkpoint(checkpoint_dir: Path, model: GPT, config: dict, tokenizer: Tokenizer) -> Path:
@@ -64,20 +73,13 @@ def save_checkpoint(checkpoint_dir: Path, model: GPT, config: dict, tokenizer: T
     return checkpoint_dir
 
 
-def build_pair(root: Path, draft_seed: int | None = None, target_seed: int = 0) -> tuple[Path, Path]:
-    """Save a target and a draft checkpoint under ``root``; ``draft_seed=None`` makes the draft equal the target.
-
-    A different seed gives a smaller draft (1 layer) that disagrees with the target on some tokens.
-    """
+def build_pair(root: Path, same: bool = False, seed: int = 0) -> tuple[Path, Path]:
+    """Save a 2-layer random target and a 1-layer truncated draft (or, with ``same``, the target as draft)."""
     tokenizer = word_tokenizer()
-    vocab_size = tokenizer.get_vocab_size()
-    target_config = tiny_config(vocab_size, n_layer=2, name="tiny-target")
-    target = random_model(target_config, target_seed)
-    if draft_seed is None:
-        draft_config, draft = target_config, target
-    else:
-        draft_config = tiny_config(vocab_size, n_layer=1, name="tiny-draft")
-        draft = random_model(draft_config, draft_seed)
+    target_config = tiny_config(tokenizer.get_vocab_size(), n_layer=2, name="tiny-target")
+    target = random_model(target_config, seed)
+    draft_config = target_config if same else {**target_config, "n_layer": 1, "name": "tiny-draft"}
+    draft = target if same else truncated_draft(target, draft_config)
     target_dir = save_checkpoint(root / "target", target, target_config, tokenizer)
     draft_dir = save_checkpoint(root / "draft", draft, draft_config, tokenizer)
     return draft_dir, target_dir

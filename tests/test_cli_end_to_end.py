@@ -13,7 +13,7 @@ GREEDY = ["--temperature", "0", "--precision", "32-true", "--max_new_tokens", "2
 @pytest.fixture(scope="module")
 def same_pair(tmp_path_factory):
     """The draft is the target: every draft token is accepted."""
-    return tiny_checkpoints.build_pair(tmp_path_factory.mktemp("same"))
+    return tiny_checkpoints.build_pair(tmp_path_factory.mktemp("same"), same=True)
 
 
 @pytest.mark.parametrize("speculative_k", [1, 3])
@@ -25,3 +25,26 @@ def test_greedy_speculative_completion_equals_target_alone(same_pair, speculativ
     assert len(alone.text.split()) == len(prompt.split()) + 20  # no <eos> within 20 tokens for this pair
     assert spec.text == alone.text
     assert spec.acceptance_rate == 1.0
+
+
+@pytest.fixture(scope="module")
+def different_pair(tmp_path_factory):
+    """A 1-layer draft that agrees with the target on many tokens but is over-confident."""
+    return tiny_checkpoints.build_pair(tmp_path_factory.mktemp("different"))
+
+
+@pytest.mark.parametrize("prompt", ["the llama eats", "a small alpaca runs in the field"])
+def test_greedy_speculative_completion_with_other_draft_equals_target_alone(different_pair, prompt):
+    draft, target = different_pair
+    alone = cli.generate(target, prompt, *GREEDY)
+    spec = cli.generate_speculatively(draft, target, prompt, *GREEDY, "--speculative_k", "3")
+    assert spec.text == alone.text
+    assert 0.0 < spec.acceptance_rate < 1.0  # the draft really differs, and is useful
+
+
+def test_top_p_sampling_runs(different_pair):
+    draft, target = different_pair
+    options = ["--temperature", "1.0", "--top_p", "0.9", "--max_new_tokens", "30", "--num_samples", "3"]
+    run = cli.generate_speculatively(draft, target, "the llama eats", *options, "--speculative_k", "4")
+    assert run.text.startswith("the llama eats")
+    assert run.acceptance_rate is not None

@@ -1,0 +1,171 @@
+"""Speculative decoding is lossless: greedy output is the target's own, sampled tokens follow the target's law.
+
+Property tests over random tiny draft/target pairs (hypothesis, derandomized so every run checks the same cases)
+and a seeded chi-square test of the first token of a round against the target's `sample()` distribution.
+"""
+
+from __future__ import annotations
+
+import litgpt.generate.speculative_decoding as speculative
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from litgpt import GPT
+from litgpt.generate import base
+from scipy.stats import chisquare
+from torch import nn
+
+import tiny_checkpoints
+
+VOCAB = 12
+PROPERTY = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+def with_kv_cache(model: GPT, max_seq_length: int) -> GPT:
+    model.max_seq_length = max_seq_length  # the least that generate() must accept
+    model.set_kv_cache(batch_size=1)
+    return model.eval()
+
+
+def greedy_case(target_seed, draft_seed, truncated_draft, prompt, max_new_tokens):
+    """A random target, a draft (random, or the target's first layer with a sharper head) and the target's output."""
+    config = dict(vocab_size=VOCAB, padded_vocab_size=VOCAB, block_size=64, n_layer=2, n_head=2, n_embd=8)
+    target = tiny_checkpoints.random_model(config, target_seed)
+    draft_config = {**config, "n_layer": 1}
+    if truncated_draft:
+        draft = tiny_checkpoints.truncated_draft(target, draft_config)
+    else:
+        draft = tiny_checkpoints.random_model(draft_config, draft_seed)
+    max_returned_tokens = len(prompt) + max_new_tokens
+    prompt = torch.tensor(prompt)
+    with torch.inference_mode():
+        expected = base.generate(with_kv_cache(target, max_returned_tokens), prompt, max_returned_tokens, temperature=0)
+    with_kv_cache(target, max_returned_tokens)  # a fresh cache, as the CLI resets it between samples
+    return with_kv_cache(draft, max_returned_tokens), target, prompt, max_returned_tokens, expected.tolist()
+
+
+greedy_cases = dict(
+    target_seed=st.integers(0, 10_000),
+    draft_seed=st.integers(0, 10_000),
+    truncated_draft=st.booleans(),
+    prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=6),
+    speculative_k=st.integers(1, 6),
+    max_new_tokens=st.integers(1, 12),
+)
+
+
+@PROPERTY
+@given(**greedy_cases)
+def test_greedy_speculative_output_is_target_greedy_output(
+    target_seed, draft_seed, truncated_draft, prompt, speculative_k, max_new_tokens
+):
+    draft, target, prompt, max_returned_tokens, expected = greedy_case(
+        target_seed, draft_seed, truncated_draft, prompt, max_new_tokens
+    )
+    out, acceptance_rate = speculative.generate(
+        draft, target, prompt, max_returned_tokens, temperature=0.0, speculative_k=speculative_k
+    )
+    assert out.tolist() == expected
+    assert out.size(0) == max_returned_tokens
+    assert 0.0 <= acceptance_rate <= 1.0
+
+
+def cut_before_first_stop(tokens: list[int], stop_tokens: tuple[list[int], ...]) -> list[int]:
+    """The reference: end just before the first stop sequence to complete (the longest, if several do at once)."""
+    for end in range(1, len(tokens) + 1):
+        done = [len(seq) for seq in stop_tokens if len(seq) <= end and tokens[end - len(seq) : end] == seq]
+        if done:
+            return tokens[: end - max(done)]
+    return tokens
+
+
+@PROPERTY
+@given(**greedy_cases, data=st.data())
+def test_greedy_speculative_output_stops_before_first_stop_sequence(
+    target_seed, draft_seed, truncated_draft, prompt, speculative_k, max_new_tokens, data
+):
+    draft, target, prompt_t, max_returned_tokens, expected = greedy_case(
+        target_seed, draft_seed, truncated_draft, prompt, max_new_tokens
+    )
+    generated = expected[len(prompt) :]
+    # stop sequences taken from the output itself (so they do occur), plus possibly one that may not
+    slices = st.tuples(st.integers(0, len(generated) - 1), st.integers(1, 3)).map(
+        lambda s: generated[s[0] : s[0] + s[1]]
+    )
+    stop_tokens = tuple(
+        data.draw(
+            st.lists(slices | st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=2), min_size=1, max_size=3),
+            label="stop_tokens",
+        )
+    )
+
+    out, _ = speculative.generate(
+        draft,
+        target,
+        prompt_t,
+        max_returned_tokens,
+        temperature=0.0,
+        stop_tokens=stop_tokens,
+        speculative_k=speculative_k,
+    )
+    assert out.tolist() == prompt + cut_before_first_stop(generated, stop_tokens)
+
+
+class FixedLogits(nn.Module):
+    """A "model" that predicts the same logits at every position."""
+
+    def __init__(self, logits: list[float]) -> None:
+        super().__init__()
+        self.register_buffer("logits", torch.tensor(logits))
+
+    def forward(self, idx: torch.Tensor, **kwargs) -> torch.Tensor:
+        return self.logits.expand(1, idx.size(1), -1)
+
+
+TARGET_LOGITS = [2.0, 1.9, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0]
+DRAFT_LOGITS = [3.0, -1.0, 2.5, 0.0, 1.0, -2.0, 0.5, 1.5]  # disagrees with the target, so rejections happen
+
+
+def target_distribution(temperature: float, top_k: int | None, top_p: float) -> torch.Tensor:
+    """What `litgpt.generate.base.sample` draws from for TARGET_LOGITS (top-k, then temperature, then top-p)."""
+    logits = torch.tensor(TARGET_LOGITS)
+    if top_k is not None:
+        v, i = torch.topk(logits, top_k)
+        logits = torch.full_like(logits, float("-inf")).scatter_(-1, i, v)
+    if temperature == 0.0 or top_p == 0.0:
+        return torch.nn.functional.one_hot(logits.argmax(), len(TARGET_LOGITS)).float()
+    logits = base.sample_top_p(logits / temperature, top_p) if top_p < 1.0 else logits / temperature
+    return torch.softmax(logits, dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"),
+    [(1.0, None, 1.0), (0.7, 3, 1.0), (1.5, None, 0.8), (1.0, 5, 0.6), (0.5, None, 0.95), (0.0, None, 1.0)],
+)
+def test_first_token_of_round_follows_target_distribution(temperature, top_k, top_p):
+    n = 3000
+    draft, target = FixedLogits(DRAFT_LOGITS), FixedLogits(TARGET_LOGITS)
+    torch.manual_seed(0)
+    counts = torch.zeros(len(TARGET_LOGITS))
+    with torch.inference_mode():
+        for _ in range(n):
+            tokens = speculative.speculative_decoding(
+                draft,
+                target,
+                torch.tensor([0]),
+                torch.tensor([0]),
+                1,
+                speculative_k=3,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+            )
+            counts[tokens[0]] += 1
+    expected = target_distribution(temperature, top_k, top_p) * n
+    support = expected > 0
+    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
+    if support.sum() > 1:
+        p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
+        # a correct sampler passes with p spread uniformly over [0, 1]; 1e-4 leaves a wide margin (seeded: no flakes)
+        assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
