@@ -3,7 +3,7 @@ PYTHON ?= python
 TREE := build/upstream
 UPSTREAM_TESTS := $(TREE)/tests/test_generate_speculatively.py
 
-.PHONY: test tree patches demo
+.PHONY: test tree patches demo bench
 
 # All tests: the fork's own (tests/) and upstream's patched test module, against the installed litgpt.
 test: $(TREE)
@@ -22,3 +22,7 @@ patches:
 
 demo:
 	$(PYTHON) demo/run.py
+
+# The speed benchmark (not part of the tests; see README.md). QUICK=1 for the tiny smoke configuration.
+bench:
+	$(PYTHON) benchmarks/speculative_speed.py $(if $(QUICK),--quick --out build/bench-quick)
