@@ -19,7 +19,7 @@ def test_zen_tokenizer_round_trips_the_text():
     assert text.startswith("The Zen of Python, by Tim Peters")
     tokenizer = zen.train_tokenizer(text, 320)
     ids = tokenizer.encode(text).ids
-    assert len(ids) < len(text) / 2  # merges learned, not bytes
+    assert len(ids) < 0.6 * len(text.encode())  # merges were learned: fewer tokens than bytes
     assert tokenizer.decode(ids) == text
     assert isinstance(tokenizer.token_to_id(tiny_checkpoints.EOS), int)
     assert isinstance(Tokenizer.from_str(tokenizer.to_str()), Tokenizer)
