@@ -10,6 +10,7 @@ Offline builds: set ``LITGPT_UPSTREAM_SDIST=/path/to/litgpt-0.5.13.tar.gz`` or p
 
 from __future__ import annotations
 
+import io
 import os
 import tarfile
 import tempfile
@@ -59,10 +60,10 @@ def build_sdist(sdist_directory: str, config_settings: dict | None = None) -> st
     with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
         for name in SDIST_FILES:
             tar.add(ROOT / name, arcname=f"{base}/{name}", filter=_skip_caches)
-        with tempfile.NamedTemporaryFile("w", suffix="PKG-INFO", delete=False) as f:
-            f.write(_pkg_info(version))
-        tar.add(f.name, arcname=f"{base}/PKG-INFO")
-        os.unlink(f.name)
+        pkg_info = _pkg_info(version).encode()
+        info = tarfile.TarInfo(f"{base}/PKG-INFO")
+        info.size = len(pkg_info)
+        tar.addfile(info, io.BytesIO(pkg_info))
     return path.name
 
 
