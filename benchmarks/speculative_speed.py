@@ -224,6 +224,40 @@ def timed(fn, timer: ForwardTimer, prompt_len: int) -> tuple[torch.Tensor, tuple
     return out, (seconds / (out.size(0) - prompt_len), rate, (seconds - timer.seconds) / rounds, seconds)
 
 
+class FixedLogits(torch.nn.Module):
+    """A model that costs next to nothing: generate() timed with it is the loop's own overhead."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("logits", logits)
+        self.max_seq_length = 1 << 20
+        self.calls = 0
+
+    def forward(self, idx: torch.Tensor, input_pos=None, input_pos_maxp1=None) -> torch.Tensor:
+        self.calls += 1
+        return self.logits.expand(1, idx.size(1), -1)
+
+
+def loop_overhead(upstream, setup: Setup, repeats: int) -> list[dict]:
+    """Milliseconds per round outside model forwards, fork vs 0.5.13, on the same rounds (sampled, same seeds)."""
+    torch.manual_seed(0)
+    draft, target = FixedLogits(torch.randn(64)), FixedLogits(torch.randn(64))
+    prompt = torch.tensor([1, 2, 3])
+    rows = []
+    for k in setup.ks:
+        ms = {"fork": [], "0.5.13": []}
+        for repeat in range(repeats):
+            order = (("fork", fork_speculative), ("0.5.13", upstream))
+            for name, module in order[:: 1 if repeat % 2 == 0 else -1]:
+                torch.manual_seed(repeat)
+                target.calls = 0
+                t0 = time.perf_counter()
+                module.generate(draft, target, prompt, 3 + setup.new_tokens, temperature=1.0, speculative_k=k)
+                ms[name].append(1000 * (time.perf_counter() - t0) / (target.calls - 1))
+        rows.append({"k": k, **{name: statistics.median(v) for name, v in ms.items()}})
+    return rows
+
+
 def run(setup: Setup, out_dir: Path, with_transformers: bool) -> dict:
     torch.manual_seed(1234)
     prompt = torch.randint(0, setup.vocab, (setup.prompt_len,))
@@ -312,7 +346,19 @@ def run(setup: Setup, out_dir: Path, with_transformers: bool) -> dict:
             pair["transformers_target_tokens_per_s"] = summary(("transformers", 0))["tokens_per_s"]
         results["pairs"].append(pair)
         print(markdown_pair(pair), flush=True)
+    results["loop_overhead"] = loop_overhead(upstream, setup, repeats=40 * setup.repeats)
+    print(markdown_overhead(results["loop_overhead"]), flush=True)
     return results
+
+
+def markdown_overhead(rows: list[dict]) -> str:
+    lines = [
+        "\n### Loop overhead per round, with models that cost nothing (fixed logits; sampled, same seeds)\n",
+        "| k | fork (ms) | 0.5.13 (ms) | fork/0.5.13 |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {r['k']} | {r['fork']:.3f} | {r['0.5.13']:.3f} | {r['fork'] / r['0.5.13']:.3f} |" for r in rows]
+    return "\n".join(lines)
 
 
 def markdown_pair(pair: dict) -> str:
@@ -403,6 +449,7 @@ def main() -> int:
         "fork also returns the prefill token), so the ratio of their times compares the implementations; "
         "overhead/round is the time outside model forwards per round.",
         *(markdown_pair(p) for p in results["pairs"]),
+        markdown_overhead(results["loop_overhead"]),
         "",
         "![speedup vs k](speedup.png)",
         "",

@@ -22,5 +22,7 @@ def test_benchmark_quick_writes_table_json_and_plot(tmp_path):
         for row in pair["rows"]:
             assert row["bound"] > 0 and row["fork"]["tokens_per_s"] > 0
             assert row["0.5.13 sampled"]["tokens_per_s"] > 0 and row["transformers"]["tokens_per_s"] > 0
+    assert [row["k"] for row in results["loop_overhead"]] == [1, 2]
+    assert all(row["fork"] > 0 and row["0.5.13"] > 0 for row in results["loop_overhead"])
     assert "| k | v(k+1) | bound |" in (tmp_path / "results.md").read_text()
     assert (tmp_path / "speedup.png").read_bytes().startswith(b"\x89PNG")
