@@ -123,7 +123,8 @@ def unpack_sdist(sdist: Path, dest: Path) -> Path:
     """Unpack into ``dest`` and return the tree root (the sdist's single top-level folder)."""
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(sdist) as tar:
-        tar.extractall(dest, filter="data")
+        # the "data" filter refuses links and paths outside dest; Pythons before 3.10.12/3.11.4 lack filters
+        tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (top,) = dest.iterdir()
     return top
 
