@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import devtree
 import upstream_tree
 from upstream_tree import git
 
@@ -18,15 +19,8 @@ PATCHES = upstream_tree.read_series(ROOT / "patches")
 
 @pytest.fixture(scope="module")
 def am_tree(upstream_sdist, tmp_path_factory):
-    """Upstream 0.5.13 committed into a throwaway repository, then `git am` of the whole series."""
-    tree = upstream_tree.unpack_sdist(upstream_sdist, tmp_path_factory.mktemp("am"))
-    git("init", "-q", cwd=tree)
-    git("add", "-A", "-f", cwd=tree)
-    git("commit", "-q", "-m", "upstream 0.5.13", cwd=tree)
-    git("tag", "upstream", cwd=tree)
-    result = git("am", *map(str, PATCHES), cwd=tree, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return tree
+    """Upstream 0.5.13 committed into a throwaway repository, then `git am` of the whole series (devtree's way)."""
+    return devtree.materialize(tmp_path_factory.mktemp("am") / "tree", sdist=upstream_sdist)
 
 
 def test_series_applies_with_git_am(am_tree):
