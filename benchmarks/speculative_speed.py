@@ -8,18 +8,20 @@ after the first have zeroed attention and MLP output projections, so it computes
 layer; the draft is that first layer with the same embeddings and head (acceptance rate alpha ~ 1). Noise of a
 given scale on the zeroed projections makes the target differ from the draft and lowers alpha.
 
-For each pair and k, interleaved and repeated, all greedy on the same prompt: tokens/s of target-only decoding
-(`litgpt.generate.base`), of the installed fork's speculative decoding and of unpatched 0.5.13's (its module loaded
-from the pristine sdist), the measured alpha, the draft/target cost ratio c and the cost v(k+1) of verifying k+1
-tokens (in target forwards), the bound of Leviathan et al. 2023 with those costs, efficiency = speedup / bound,
-the loop's own overhead per round, and transformers' assisted generation on the same weights (converted with
-LitGPT's `convert_lit_checkpoint`). Writes results.json, results.md and speedup.png to --out.
+For each pair and k, interleaved and repeated, on the same prompt: greedy tokens/s of target-only decoding
+(`litgpt.generate.base`), of the installed fork's speculative decoding and of transformers' assisted generation on
+the same weights (converted with LitGPT's `convert_lit_checkpoint`); the measured alpha, the draft/target cost
+ratio c and the cost v(k+1) of verifying k+1 tokens (in target forwards), the bound of Leviathan et al. 2023 with
+those costs and efficiency = speedup / bound; and, sampled with the same seeds (the same work for both), the fork
+against unpatched 0.5.13 (its module loaded from the pristine sdist), with the loop's own overhead per round.
+Writes results.json, results.md and speedup.png to --out.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import importlib.util
 import json
 import platform
@@ -30,7 +32,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import litgpt
 import litgpt.generate.speculative_decoding as fork_speculative
 import torch
 from litgpt import GPT, Config
@@ -128,8 +129,7 @@ def fresh_cache(*models: GPT, max_seq_length: int) -> None:
 @torch.inference_mode()
 def forward_costs(draft: GPT, target: GPT, setup: Setup, repeats: int = 20) -> tuple[float, dict[int, float]]:
     """c = draft forward / target forward (1 token); v(n) = target forward on n tokens / on 1 token."""
-    max_len = setup.prompt_len + setup.new_tokens + 16
-    fresh_cache(draft, target, max_seq_length=max_len)
+    fresh_cache(draft, target, max_seq_length=target.config.block_size)
     pos = setup.prompt_len + setup.new_tokens // 2
     x = torch.randint(0, setup.vocab, (1, max(setup.ks) + 1))
     for model in (draft, target):
@@ -258,7 +258,7 @@ def loop_overhead(upstream, setup: Setup, repeats: int) -> list[dict]:
     return rows
 
 
-def run(setup: Setup, out_dir: Path, with_transformers: bool) -> dict:
+def run(setup: Setup, with_transformers: bool) -> dict:
     torch.manual_seed(1234)
     prompt = torch.randint(0, setup.vocab, (setup.prompt_len,))
     max_returned = setup.prompt_len + setup.new_tokens
@@ -418,14 +418,14 @@ def main() -> int:
     parser.add_argument("--no-transformers", action="store_true", help="skip transformers' assisted generation")
     args = parser.parse_args()
     setup = QUICK if args.quick else FULL
-    results = run(setup, args.out, with_transformers=not args.no_transformers)
+    results = run(setup, with_transformers=not args.no_transformers)
     results["machine"] = {
         "date": datetime.date.today().isoformat(),
         "platform": platform.platform(),
         "processor": platform.machine(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "litgpt": litgpt.__file__ and __import__("importlib.metadata").metadata.version("litgpt"),
+        "litgpt": importlib.metadata.version("litgpt"),
         "python": platform.python_version(),
     }
     args.out.mkdir(parents=True, exist_ok=True)
