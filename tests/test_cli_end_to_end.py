@@ -48,3 +48,24 @@ def test_top_p_sampling_runs(different_pair):
     run = cli.generate_speculatively(draft, target, "the llama eats", *options, "--speculative_k", "4")
     assert run.text.startswith("the llama eats")
     assert run.acceptance_rate is not None
+
+
+@pytest.mark.parametrize("padded_vocab_sizes", [(64, 128), (128, 64)])
+def test_greedy_speculative_completion_with_differently_padded_draft_equals_target_alone(tmp_path, padded_vocab_sizes):
+    # one tokenizer, vocabularies padded to different sizes (as Qwen2.5-0.5B and Qwen2.5-7B are)
+    draft, target = tiny_checkpoints.build_pair(tmp_path, padded_vocab_sizes=padded_vocab_sizes)
+    prompt = "a small alpaca runs in the field"
+    alone = cli.generate(target, prompt, *GREEDY)
+    spec = cli.generate_speculatively(draft, target, prompt, *GREEDY, "--speculative_k", "3")
+    assert spec.text == alone.text
+    assert 0.0 < spec.acceptance_rate
+
+
+def test_draft_with_another_tokenizer_is_refused(tmp_path):
+    # as many tokens as the target's tokenizer, but other ids: the sizes agree, the vocabularies do not
+    draft, target = tiny_checkpoints.build_pair(tmp_path, draft_words=tiny_checkpoints.WORDS[::-1])
+    with pytest.raises(RuntimeError) as error:
+        cli.generate_speculatively(draft, target, "the llama eats", *GREEDY)
+    message = str(error.value)
+    assert f"ValueError: The draft model ({draft}) and the target model ({target}) must share a tokenizer" in message
+    assert "differ in the id of the token" in message

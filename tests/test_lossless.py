@@ -11,7 +11,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from litgpt import GPT
+from litgpt import GPT, Config
 from litgpt.generate import base
 from scipy.stats import chisquare
 from torch import nn
@@ -28,11 +28,16 @@ def with_kv_cache(model: GPT, max_seq_length: int) -> GPT:
     return model.eval()
 
 
-def greedy_case(target_seed, draft_seed, truncated_draft, prompt, max_new_tokens):
-    """A random target, a draft (random, or the target's first layer with a sharper head) and the target's output."""
-    config = dict(vocab_size=VOCAB, padded_vocab_size=VOCAB, block_size=64, n_layer=2, n_head=2, n_embd=8)
+def greedy_case(target_seed, draft_seed, truncated_draft, prompt, max_new_tokens, draft_padding, target_padding):
+    """A random target, a draft (random, or the target's first layer with a sharper head) and the target's output.
+
+    Each model pads the vocabulary with its own number of ids, as real pairs do (Qwen2.5-0.5B and Qwen2.5-7B).
+    """
+    config = dict(
+        vocab_size=VOCAB, padded_vocab_size=VOCAB + target_padding, block_size=64, n_layer=2, n_head=2, n_embd=8
+    )
     target = tiny_checkpoints.random_model(config, target_seed)
-    draft_config = {**config, "n_layer": 1}
+    draft_config = {**config, "n_layer": 1, "padded_vocab_size": VOCAB + draft_padding}
     if truncated_draft:
         draft = tiny_checkpoints.truncated_draft(target, draft_config)
     else:
@@ -52,16 +57,19 @@ greedy_cases = dict(
     prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=6),
     speculative_k=st.integers(1, 6),
     max_new_tokens=st.integers(1, 12),
+    # drawn independently: the draft pads less, as much as, or more than the target
+    draft_padding=st.integers(0, 6),
+    target_padding=st.integers(0, 6),
 )
 
 
 @PROPERTY
 @given(**greedy_cases)
 def test_greedy_speculative_output_is_target_greedy_output(
-    target_seed, draft_seed, truncated_draft, prompt, speculative_k, max_new_tokens
+    target_seed, draft_seed, truncated_draft, prompt, speculative_k, max_new_tokens, draft_padding, target_padding
 ):
     draft, target, prompt, max_returned_tokens, expected = greedy_case(
-        target_seed, draft_seed, truncated_draft, prompt, max_new_tokens
+        target_seed, draft_seed, truncated_draft, prompt, max_new_tokens, draft_padding, target_padding
     )
     out, acceptance_rate = speculative.generate(
         draft, target, prompt, max_returned_tokens, temperature=0.0, speculative_k=speculative_k
@@ -83,10 +91,10 @@ def cut_before_first_stop(tokens: list[int], stop_tokens: tuple[list[int], ...])
 @PROPERTY
 @given(**greedy_cases, data=st.data())
 def test_greedy_speculative_output_stops_before_first_stop_sequence(
-    target_seed, draft_seed, truncated_draft, prompt, speculative_k, max_new_tokens, data
+    target_seed, draft_seed, truncated_draft, prompt, speculative_k, max_new_tokens, draft_padding, target_padding, data
 ):
     draft, target, prompt_t, max_returned_tokens, expected = greedy_case(
-        target_seed, draft_seed, truncated_draft, prompt, max_new_tokens
+        target_seed, draft_seed, truncated_draft, prompt, max_new_tokens, draft_padding, target_padding
     )
     generated = expected[len(prompt) :]
     # stop sequences taken from the output itself (so they do occur), plus possibly one that may not
@@ -113,18 +121,25 @@ def test_greedy_speculative_output_stops_before_first_stop_sequence(
 
 
 class FixedLogits(nn.Module):
-    """A "model" that predicts the same logits at every position."""
+    """A "model" that predicts the same logits at every position, over a vocabulary of their number."""
 
     def __init__(self, logits: list[float]) -> None:
         super().__init__()
         self.register_buffer("logits", torch.tensor(logits))
+        self.config = Config(padded_vocab_size=len(logits))
 
     def forward(self, idx: torch.Tensor, **kwargs) -> torch.Tensor:
         return self.logits.expand(1, idx.size(1), -1)
 
 
 TARGET_LOGITS = [2.0, 1.9, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0]
-DRAFT_LOGITS = [3.0, -1.0, 2.5, 0.0, 1.0, -2.0, 0.5, 1.5]  # disagrees with the target, so rejections happen
+DRAFT_LOGITS = {  # disagree with the target, so rejections happen
+    "same vocabulary": [3.0, -1.0, 2.5, 0.0, 1.0, -2.0, 0.5, 1.5],
+    # the target's last two ids (with probability > 0) exist only in the target: drawn from the residual
+    "draft padded smaller": [3.0, -1.0, 2.5, 0.0, 1.0, -2.0],
+    # the draft's favourite ids do not exist in the target: never proposed
+    "draft padded larger": [3.0, -1.0, 2.5, 0.0, 1.0, -2.0, 0.5, 1.5, 4.0, 3.5],
+}
 
 
 def target_distribution(temperature: float, top_k: int | None, top_p: float) -> torch.Tensor:
@@ -139,13 +154,17 @@ def target_distribution(temperature: float, top_k: int | None, top_p: float) -> 
     return torch.softmax(logits, dim=-1)
 
 
+SAMPLING = [(1.0, None, 1.0), (0.7, 3, 1.0), (1.5, None, 0.8), (1.0, 5, 0.6), (0.5, None, 0.95), (0.0, None, 1.0)]
+
+
 @pytest.mark.parametrize(
-    ("temperature", "top_k", "top_p"),
-    [(1.0, None, 1.0), (0.7, 3, 1.0), (1.5, None, 0.8), (1.0, 5, 0.6), (0.5, None, 0.95), (0.0, None, 1.0)],
+    ("draft_logits", "temperature", "top_k", "top_p"),
+    [("same vocabulary", *setting) for setting in SAMPLING]
+    + [(draft, *SAMPLING[i]) for draft in ("draft padded smaller", "draft padded larger") for i in (0, 2, 3, 5)],
 )
-def test_first_token_of_round_follows_target_distribution(temperature, top_k, top_p):
+def test_first_token_of_round_follows_target_distribution(draft_logits, temperature, top_k, top_p):
     n = 3000
-    draft, target = FixedLogits(DRAFT_LOGITS), FixedLogits(TARGET_LOGITS)
+    draft, target = FixedLogits(DRAFT_LOGITS[draft_logits]), FixedLogits(TARGET_LOGITS)
     torch.manual_seed(0)
     counts = torch.zeros(len(TARGET_LOGITS))
     with torch.inference_mode():
