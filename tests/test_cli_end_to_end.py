@@ -50,15 +50,20 @@ def test_top_p_sampling_runs(different_pair):
     assert run.acceptance_rate is not None
 
 
-@pytest.mark.parametrize("padded_vocab_sizes", [(64, 128), (128, 64)])
-def test_greedy_speculative_completion_with_differently_padded_draft_equals_target_alone(tmp_path, padded_vocab_sizes):
+@pytest.mark.parametrize(
+    ("padded_vocab_sizes", "prompt"),
+    # the random target picks padding ids too: with (64, 128), ids that the draft does not have
+    [((64, 128), "the llama eats"), ((128, 64), "a small alpaca runs in the field")],
+)
+def test_greedy_speculative_completion_with_differently_padded_draft_equals_target_alone(
+    tmp_path, padded_vocab_sizes, prompt
+):
     # one tokenizer, vocabularies padded to different sizes (as Qwen2.5-0.5B and Qwen2.5-7B are)
     draft, target = tiny_checkpoints.build_pair(tmp_path, padded_vocab_sizes=padded_vocab_sizes)
-    prompt = "a small alpaca runs in the field"
     alone = cli.generate(target, prompt, *GREEDY)
     spec = cli.generate_speculatively(draft, target, prompt, *GREEDY, "--speculative_k", "3")
     assert spec.text == alone.text
-    assert 0.0 < spec.acceptance_rate
+    assert 0.0 < spec.acceptance_rate < 1.0  # draft tokens are accepted and rejected
 
 
 def test_draft_with_another_tokenizer_is_refused(tmp_path):
