@@ -74,3 +74,19 @@ def test_draft_with_another_tokenizer_is_refused(tmp_path):
     message = str(error.value)
     assert f"ValueError: The draft model ({draft}) and the target model ({target}) must share a tokenizer" in message
     assert "differ in the id of the token" in message
+
+
+def test_compiled_speculative_completion_equals_target_alone(different_pair, monkeypatch):
+    draft, target = different_pair
+    prompt = "the llama eats"
+    monkeypatch.setenv("TORCH_LOGS", "recompiles")  # torch logs each recompilation to stderr
+    alone = cli.generate(target, prompt, *GREEDY)
+    spec = cli.generate_speculatively(
+        draft, target, prompt, *GREEDY, "--speculative_k", "3", "--compile", "true", "--num_samples", "2"
+    )
+    assert spec.text == alone.text
+    assert 0.0 < spec.acceptance_rate < 1.0
+    # the first sample compiles the prefill, the draft step and the verification; the second reuses them
+    first_sample, _, second_sample = spec.stderr.partition("Time for inference 1:")
+    assert "Time for inference 2:" in second_sample
+    assert "Recompiling" not in second_sample
