@@ -55,7 +55,7 @@ greedy_cases = dict(
     draft_seed=st.integers(0, 10_000),
     truncated_draft=st.booleans(),
     prompt=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=6),
-    speculative_k=st.integers(1, 6),
+    speculative_k=st.integers(1, 6) | st.just("auto"),
     max_new_tokens=st.integers(1, 12),
     # drawn independently: the draft pads less, as much as, or more than the target
     draft_padding=st.integers(0, 6),
@@ -127,8 +127,9 @@ class FixedLogits(nn.Module):
         super().__init__()
         self.register_buffer("logits", torch.tensor(logits))
         self.config = Config(padded_vocab_size=len(logits))
+        self.max_seq_length = 1 << 20  # no KV cache to size
 
-    def forward(self, idx: torch.Tensor, **kwargs) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         return self.logits.expand(1, idx.size(1), -1)
 
 
@@ -188,3 +189,31 @@ def test_first_token_of_round_follows_target_distribution(draft_logits, temperat
         p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
         # a correct sampler passes with p spread uniformly over [0, 1]; 1e-4 leaves a wide margin (seeded: no flakes)
         assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [SAMPLING[0], SAMPLING[2], SAMPLING[3]])
+@pytest.mark.parametrize("choices", ["measured", "scripted"])
+def test_tokens_generated_with_auto_k_follow_target_distribution(monkeypatch, choices, temperature, top_k, top_p):
+    """Every token, from rounds or from steps of the target alone, is a draw from the target's distribution."""
+    if choices == "scripted":  # both kinds of steps for sure: rounds of 3, 1 and 2 tokens, steps of the target alone
+        script = iter([3, 0, 0, 1, 0, 2, 0, 0, 0] * 1000)
+        monkeypatch.setattr(speculative.AutoSpeculativeK, "choose", lambda self: next(script))
+    draft, target = FixedLogits(DRAFT_LOGITS["same vocabulary"]), FixedLogits(TARGET_LOGITS)
+    torch.manual_seed(0)
+    # the models' logits do not depend on the context, so the generated tokens are independent draws
+    out, _ = speculative.generate(
+        draft,
+        target,
+        torch.tensor([0]),
+        1 + 3000,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        speculative_k="auto",
+    )
+    counts = torch.bincount(out[1:], minlength=len(TARGET_LOGITS)).float()
+    expected = target_distribution(temperature, top_k, top_p) * 3000
+    support = expected > 0
+    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
+    p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
+    assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
