@@ -1,22 +1,51 @@
-"""The demo: speculative decoding on a target and a draft trained on the Zen of Python, through LitGPT's own CLI.
+"""The demo: speculative decoding on a target and a draft trained on the Zen of Python, through LitGPT's CLI and API.
 
     python demo/run.py [--out build/demo] [--max_new_tokens 60] [--speculative_k 4]
 
 The first run trains both models in well under a minute on a CPU and caches them under --out. Each prompt goes
-through `litgpt generate` (the target alone) and `litgpt generate_speculatively` (draft + target) at temperature 0:
-the two completions must be identical (the exit code is 1 if not).
+through `litgpt generate` (the target alone) and `litgpt generate_speculatively` (draft + target) at temperature 0;
+then the first prompt goes through the Python API, `LLM.generate` with and without `draft_model=`. The completions
+must be identical (the exit code is 1 if not).
 """
 
 from __future__ import annotations
 
 import argparse
 import textwrap
+import time
 from pathlib import Path
 
 import cli
 import zen
 
 PROMPTS = ["Beautiful is better than", "Errors should never", "If the implementation is hard to explain,"]
+
+
+def python_api(draft_dir: Path, target_dir: Path, prompt: str, max_new_tokens: int) -> bool:
+    """The completion of `prompt` through LitGPT's Python API, with speculative_k="auto", and without a draft."""
+    from litgpt import LLM
+
+    llm, draft = LLM.load(str(target_dir), distribute=None), LLM.load(str(draft_dir), distribute=None)
+    for model in (llm, draft):
+        model.distribute(accelerator="cpu", precision="32-true")  # as the CLI runs above
+    kwargs = dict(max_new_tokens=max_new_tokens, temperature=0.0)
+    timed = {}
+    for name, extra in (("alone", {}), ("draft", dict(draft_model=draft, speculative_k="auto"))):
+        llm.generate(prompt, **kwargs, **extra)  # warm-up
+        t0 = time.perf_counter()
+        timed[name] = llm.generate(prompt, return_as_token_ids=True, **kwargs, **extra)
+        timed[name] = (timed[name], timed[name].size(0) / (time.perf_counter() - t0))
+    (alone, alone_speed), (spec, spec_speed) = timed["alone"], timed["draft"]
+    same = alone.tolist() == spec.tolist()
+    print(f"prompt: {prompt!r}")
+    print(f"  llm.generate(prompt)                                          ({alone_speed:6.1f} tokens/s)")
+    print(
+        f'  llm.generate(prompt, draft_model=draft, speculative_k="auto")  ({spec_speed:6.1f} tokens/s, '
+        f"acceptance rate {llm.acceptance_rate:.0%}):"
+    )
+    print(textwrap.indent(prompt + llm.preprocessor.decode(spec), "    | "))
+    print(f"  identical: {'yes' if same else 'NO'}\n")
+    return same
 
 
 def main() -> int:
@@ -44,6 +73,8 @@ def main() -> int:
         )
         print(textwrap.indent(spec.text, "    | "))
         print(f"  identical: {'yes' if same else 'NO'}\n")
+    print("Python API:\n")
+    mismatches += not python_api(draft, target, PROMPTS[1], args.max_new_tokens)
     return 1 if mismatches else 0
 
 

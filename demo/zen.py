@@ -1,14 +1,14 @@
 """A readable demo pair: a tiny target and a smaller draft trained on the Zen of Python, in seconds on a CPU.
 
 The text ships with Python (the standard library's ``this`` module). A byte-level BPE tokenizer (``tokenizers``)
-and both models are trained on it and saved in LitGPT's checkpoint layout, so ``litgpt generate`` and
-``litgpt generate_speculatively`` load them like any downloaded model. Checkpoints are cached by their recipe.
+and both models are trained on it and saved in LitGPT's checkpoint layout, so ``litgpt generate``,
+``litgpt generate_speculatively`` and ``LLM.load`` load them like any downloaded model. They are cached with their
+recipe, and trained again when it changes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import time
@@ -73,10 +73,15 @@ def train_model(config: dict, data: torch.Tensor, recipe: dict, steps: int) -> G
 
 
 def build_zen_pair(root: Path, recipe: dict = RECIPE) -> tuple[Path, Path]:
-    """Train (or reuse from ``root``) the Zen draft and target; return their checkpoint folders."""
-    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
-    draft_dir, target_dir = root / f"zen-{key}" / "draft", root / f"zen-{key}" / "target"
-    if (target_dir / "lit_model.pth").is_file() and (draft_dir / "lit_model.pth").is_file():
+    """Train (or reuse from ``root``/zen, if trained with the same recipe) the Zen draft and target.
+
+    Returns their checkpoint folders, ``root``/zen/draft and ``root``/zen/target.
+    """
+    stamp = json.dumps(recipe, sort_keys=True)
+    draft_dir, target_dir = root / "zen" / "draft", root / "zen" / "target"
+    recipe_file = root / "zen" / "recipe.json"
+    trained = (target_dir / "lit_model.pth").is_file() and (draft_dir / "lit_model.pth").is_file()
+    if trained and recipe_file.is_file() and recipe_file.read_text() == stamp:
         return draft_dir, target_dir
 
     t0 = time.perf_counter()
@@ -94,5 +99,6 @@ def build_zen_pair(root: Path, recipe: dict = RECIPE) -> tuple[Path, Path]:
         model = train_model(config, data, recipe, recipe["steps"][name])
         tiny_checkpoints.save_checkpoint(folder, model, config, tokenizer)
         print(f"trained the {name} ({recipe[name]}) to loss {model.loss:.3f}")
+    recipe_file.write_text(stamp)
     print(f"trained tokenizer and models in {time.perf_counter() - t0:.1f} s, saved under {target_dir.parent}")
     return draft_dir, target_dir

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "backend"), str(ROOT / "demo")]
+sys.path[:0] = [str(ROOT / "backend"), str(ROOT / "demo"), str(ROOT / "tools")]
 
 import upstream_tree  # noqa: E402
 
@@ -37,3 +37,13 @@ def fork_copy(tmp_path) -> Path:
         else:
             shutil.copy(src, dest / name)
     return dest
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory) -> Path:
+    """A fresh demo output folder laid out as in a clone (``build/demo``), with the Zen pair trained once."""
+    import zen
+
+    root = tmp_path_factory.mktemp("clone")
+    zen.build_zen_pair(root / "build" / "demo")
+    return root
