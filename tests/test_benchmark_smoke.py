@@ -1,4 +1,4 @@
-"""The benchmark runs end to end on a tiny configuration and writes its table, data and plot."""
+"""The benchmarks run end to end on a tiny configuration and write their tables, data and plot."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ import sys
 from .conftest import ROOT
 
 
-def test_benchmark_quick_writes_table_json_and_plot(tmp_path):
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "speculative_speed.py"), "--quick", "--out", str(tmp_path)]
+def run(script: str, *args: str) -> None:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path):
+    run("speculative_speed.py", "--quick", "--out", str(tmp_path))
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert [pair["noise"] for pair in results["pairs"]] == [0.0, 0.05]
@@ -20,9 +24,23 @@ def test_benchmark_quick_writes_table_json_and_plot(tmp_path):
     for pair in results["pairs"]:
         assert [row["k"] for row in pair["rows"]] == [1, 2]
         for row in pair["rows"]:
-            assert row["bound"] > 0 and row["fork"]["tokens_per_s"] > 0
-            assert row["0.5.13 sampled"]["tokens_per_s"] > 0 and row["transformers"]["tokens_per_s"] > 0
+            assert row["bound"] > 0 and row["fork"]["tokens_per_s"] > 0 and row["transformers"]["tokens_per_s"] > 0
+            assert row["fork"]["identical"] == "1/1"
+        assert pair["auto"]["tokens_per_s"] > 0 and pair["auto"]["identical"] == "1/1"
+        assert pair["transformers default"]["tokens_per_s"] > 0
+        assert all(k in range(0, 9) for k in pair["auto_ks"]["auto"])
     assert [row["k"] for row in results["loop_overhead"]] == [1, 2]
     assert all(row["fork"] > 0 and row["0.5.13"] > 0 for row in results["loop_overhead"])
-    assert "| k | v(k+1) | bound |" in (tmp_path / "results.md").read_text()
+    md = (tmp_path / "results.md").read_text()
+    assert "| k | v(k+1) | bound |" in md and "## Summary: auto against the best fixed choice" in md
     assert (tmp_path / "speedup.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_precision_benchmark_quick_writes_table(tmp_path):
+    run("greedy_precision.py", "--quick", "--new-tokens", "8", "--out", str(tmp_path))
+
+    rows = json.loads((tmp_path / "precision.json").read_text())["rows"]
+    assert {row["dtype"] for row in rows} == {"float32", "bfloat16"}
+    assert {row["pair"] for row in rows} >= {"demo (Zen of Python)"}
+    assert all(0 <= row["identical"] <= row["prompts"] == 2 for row in rows)
+    assert "| pair | dtype | identical |" in (tmp_path / "precision.md").read_text()

@@ -1,0 +1,193 @@
+"""The benchmark's results as Markdown tables and a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _speed(entry: dict | None) -> str:
+    return "–" if entry is None else f"{entry['tokens_per_s']:.1f} ±{entry['spread'] / 2:.0%}"
+
+
+def _ratio(a: dict, b: dict) -> str:
+    return f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}"
+
+
+def _ks(ks: list[int]) -> str:
+    """A k trajectory, runs shortened: 4, 8 ×14, 0 ×64, 3."""
+    runs: list[list[int]] = []
+    for k in ks:
+        if runs and runs[-1][0] == k:
+            runs[-1][1] += 1
+        else:
+            runs.append([k, 1])
+    return ", ".join(f"{k} ×{n}" if n > 1 else str(k) for k, n in runs)
+
+
+def best(pair: dict, prefix: str = "") -> tuple[str, float]:
+    """The fastest of every fixed k and the target alone, and its speedup."""
+    options = {f"k = {row['k']}": row[f"{prefix}fork"]["speedup"] for row in pair["rows"]}
+    options["target alone"] = 1.0
+    name = max(options, key=options.get)
+    return name, options[name]
+
+
+def markdown_pair(pair: dict) -> str:
+    compiled = "compiled target" in pair
+    hf = "transformers alone" in pair
+    head = (
+        f"\n### α = {pair['alpha']:.2f} (noise {pair['noise']}): c = {pair['c']:.3f}, LitGPT target-only "
+        f"{_speed(pair['target'])} tokens/s"
+        + (f", compiled {_speed(pair['compiled target'])}" if compiled else "")
+        + (f", transformers target-only {_speed(pair['transformers alone'])}" if hf else "")
+        + "\n\n| k | v(k+1) | bound | fork tok/s | speedup | efficiency | accepted | identical "
+        + ("| compiled fork tok/s | speedup over compiled target | identical " if compiled else "")
+        + ("| transformers tok/s | fork/transformers speed " if hf else "")
+        + "|\n|"
+        + "---|" * (8 + 3 * compiled + 2 * hf)
+        + "\n"
+    )
+    lines = []
+    for row in pair["rows"]:
+        fork = row["fork"]
+        line = (
+            f"| {row['k']} | {row['v']:.2f} | {row['bound']:.2f} | {_speed(fork)} | {fork['speedup']:.2f} "
+            f"| {row['efficiency']:.2f} | {fork['acceptance_rate']:.2f} | {fork['identical']} "
+        )
+        if compiled:
+            cfork = row["compiled fork"]
+            line += f"| {_speed(cfork)} | {cfork['speedup']:.2f} | {cfork['identical']} "
+        if hf:
+            line += (
+                f"| {_speed(row['transformers'])} | {fork['tokens_per_s'] / row['transformers']['tokens_per_s']:.2f} "
+            )
+        lines.append(line + "|")
+    auto = pair["auto"]
+    lines.append(
+        f"| auto | | | {_speed(auto)} | {auto['speedup']:.2f} | | {auto['acceptance_rate']:.2f} | {auto['identical']} "
+        + (
+            f"| {_speed(pair['compiled auto'])} | {pair['compiled auto']['speedup']:.2f} "
+            f"| {pair['compiled auto']['identical']} "
+            if compiled
+            else ""
+        )
+        + (
+            f"| {_speed(pair['transformers default'])} (its default) | {_ratio(auto, pair['transformers default'])} "
+            if hf
+            else ""
+        )
+        + "|"
+    )
+    return head + "\n".join(lines)
+
+
+def markdown_summary(results: dict) -> str:
+    compiled = "compiled target" in results["pairs"][0]
+    hf = "transformers default" in results["pairs"][0]
+    lines = [
+        "| α | best of fixed k and target alone | auto speedup | auto / best "
+        + ("| compiled: best | compiled auto | auto / best " if compiled else "")
+        + ("| transformers default | transformers heuristic | auto / transformers default " if hf else "")
+        + "|",
+        "|" + "---|" * (4 + 3 * compiled + 3 * hf),
+    ]
+    for pair in results["pairs"]:
+        name, speedup = best(pair)
+        auto = pair["auto"]["speedup"]
+        line = f"| {pair['alpha']:.2f} | {speedup:.2f} ({name}) | {auto:.2f} | {auto / speedup:.3f} "
+        if compiled:
+            cname, cspeedup = best(pair, "compiled ")
+            cauto = pair["compiled auto"]["speedup"]
+            line += f"| {cspeedup:.2f} ({cname}) | {cauto:.2f} | {cauto / cspeedup:.3f} "
+        if hf:
+            default, heuristic = pair["transformers default"], pair["transformers heuristic"]
+            line += f"| {default['speedup']:.2f} | {heuristic['speedup']:.2f} | {_ratio(pair['auto'], default)} "
+        lines.append(line + "|")
+    return "\n".join(lines)
+
+
+def markdown_trajectories(results: dict) -> str:
+    lines = []
+    for pair in results["pairs"]:
+        for what, ks in pair["auto_ks"].items():
+            lines.append(f"- α = {pair['alpha']:.2f}, {what} (last repeat): {_ks(ks)}")
+    return "\n".join(lines)
+
+
+def markdown_overhead(rows: list[dict]) -> str:
+    lines = [
+        "\n### Loop overhead per round, with models that cost nothing (fixed logits; sampled, same seeds)\n",
+        "| k | fork (ms) | 0.5.13 (ms) | fork/0.5.13 |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {r['k']} | {r['fork']:.3f} | {r['0.5.13']:.3f} | {r['fork'] / r['0.5.13']:.3f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def markdown(results: dict) -> str:
+    m, setup = results["machine"], results["setup"]
+    return "\n".join(
+        [
+            f"# Speculative decoding speed, {m['date']}",
+            "",
+            f"Machine: {m['platform']}, {m['device']}, {m['torch_threads']} torch threads; torch {m['torch']}, "
+            f"litgpt {m['litgpt']}, transformers {m['transformers']}, Python {m['python']}. Precision "
+            f"{m['precision']}{', compiled as --compile does' if m['compile'] else ''}. Target: {results['config']} "
+            f"(GPT-NeoX/Pythia layout){', ' + str(setup['n_layer']) + ' layers' if setup['n_layer'] else ''}"
+            f"{', vocabulary ' + str(setup['vocab']) if setup['vocab'] else ''}; draft: its first layer, embeddings "
+            f"and head. Prompt {setup['prompt_len']} tokens, {setup['new_tokens']} new tokens, greedy, median of "
+            f"{setup['repeats']} interleaved repeats (± is half the min–max spread).",
+            "",
+            "α is how often the draft's greedy token is the target's along the target's output; c and v(k+1) are "
+            "measured forward costs in target forwards; bound = Leviathan et al. 2023's expected speedup with them; "
+            "efficiency = speedup / bound. Speedups are over LitGPT's target-only decoding (compiled columns: over "
+            "the compiled target-only decoding). 'identical' counts the runs whose tokens equal the target-only "
+            "output. transformers runs assisted generation on the same weights, with k assistant tokens per round, "
+            "or its own defaults.",
+            "",
+            "## Summary: auto against the best fixed choice",
+            "",
+            markdown_summary(results),
+            "",
+            "## The k that auto chose, step by step (0: a step of the target alone)",
+            "",
+            markdown_trajectories(results),
+            "",
+            "## Per acceptance rate",
+            *(markdown_pair(p) for p in results["pairs"]),
+            markdown_overhead(results["loop_overhead"]) if "loop_overhead" in results else "",
+            "",
+            "![speedup vs k](speedup.png)",
+            "",
+        ]
+    )
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = results["pairs"]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.8), sharey=True, squeeze=False)
+    for ax, pair in zip(axes[0], pairs):
+        ks = [r["k"] for r in pair["rows"]]
+        ax.plot(ks, [r["bound"] for r in pair["rows"]], "k--", label="bound (measured c, v)")
+        ax.plot(ks, [r["fork"]["speedup"] for r in pair["rows"]], "o-", color="C0", label="fork, k")
+        ax.axhline(pair["auto"]["speedup"], color="C0", lw=1.5, ls="-.", label="fork, auto")
+        if "compiled target" in pair:
+            ax.plot(ks, [r["compiled fork"]["speedup"] for r in pair["rows"]], "s-", color="C2", label="compiled, k")
+            ax.axhline(pair["compiled auto"]["speedup"], color="C2", lw=1.5, ls="-.", label="compiled, auto")
+        if "transformers alone" in pair:
+            ax.plot(ks, [r["transformers"]["speedup"] for r in pair["rows"]], "^-", color="C1", label="transformers, k")
+            ax.axhline(
+                pair["transformers default"]["speedup"], color="C1", lw=1.5, ls=":", label="transformers default"
+            )
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_title(f"α = {pair['alpha']:.2f} (noise {pair['noise']})")
+        ax.set_xlabel("k (draft tokens per round)")
+    axes[0][0].set_ylabel("speedup over target-only (compiled: over compiled)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
