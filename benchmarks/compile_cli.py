@@ -6,7 +6,8 @@ Runs, interleaved, `litgpt generate <target>` and `litgpt generate_speculatively
 each with and without --compile, with --max_new_tokens 100 --num_samples 4 --temperature 0 --precision 32-true, and
 reads the tokens/s that the CLI prints: the first sample includes compilation (each run gets an empty inductor cache,
 as on a first run), samples 2-4 are the steady state. Then counts the graphs that `generate_speculatively --compile`
-compiles for 50 and 200 new tokens (in a fresh process each), which must not grow with the number of tokens.
+compiles for 50 and 200 new tokens, with k = 4 and auto (in a fresh process each), which must not grow with the
+number of tokens.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ COUNT_GRAPHS = """
 import sys
 from torch._dynamo.utils import counters
 import litgpt.generate.speculative_decoding as speculative
-speculative.main(sys.argv[1], sys.argv[2], {prompt!r}, max_new_tokens=int(sys.argv[3]), speculative_k=4,
+k = sys.argv[4] if sys.argv[4] == "auto" else int(sys.argv[4])
+speculative.main(sys.argv[1], sys.argv[2], {prompt!r}, max_new_tokens=int(sys.argv[3]), speculative_k=k,
                  temperature=0.0, precision="32-true", compile=True, num_samples=2)
 print("GRAPHS", counters["stats"]["unique_graphs"], "RECOMPILES", sum(counters["recompiles"].values()))
 """
@@ -51,10 +53,11 @@ def litgpt(*args: str) -> list[float]:
     return [float(x) for x in re.findall(r"([\d.]+) tokens/sec", result.stderr)]
 
 
-def count_graphs(draft: Path, target: Path, new_tokens: int) -> tuple[int, int]:
+def count_graphs(draft: Path, target: Path, new_tokens: int, speculative_k: str) -> tuple[int, int]:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
-        cmd = [sys.executable, "-c", COUNT_GRAPHS.format(prompt=PROMPT), str(draft), str(target), str(new_tokens)]
+        code = COUNT_GRAPHS.format(prompt=PROMPT)
+        cmd = [sys.executable, "-c", code, str(draft), str(target), str(new_tokens), speculative_k]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     graphs, recompiles = re.search(r"GRAPHS (\d+) RECOMPILES (\d+)", out).groups()
     return int(graphs), int(recompiles)
@@ -81,7 +84,7 @@ def main() -> int:
                 print(f"repeat {repeat}: {name}{compiled}: {speeds}", flush=True)
     steady = {name: statistics.median(s for r in speeds for s in r[1:]) for name, speeds in runs.items()}
     first = {name: statistics.median(100 / r[0] for r in speeds) for name, speeds in runs.items()}
-    graphs = {n: count_graphs(draft, target, n) for n in (50, 200)}
+    graphs = {f"k = {k}, {n} new tokens": count_graphs(draft, target, n, k) for k in ("4", "auto") for n in (50, 200)}
     results = {
         "machine": {
             "date": datetime.date.today().isoformat(),
@@ -114,7 +117,7 @@ def main() -> int:
         "",
         "Graphs compiled by `generate_speculatively --compile true` (2 samples), in a fresh process each:",
         "",
-        *(f"- {n} new tokens: {g} graphs, {r} recompilations" for n, (g, r) in graphs.items()),
+        *(f"- {what}: {g} graphs, {r} recompilations" for what, (g, r) in graphs.items()),
     ]
     (args.out / "compile_cli.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -90,3 +90,20 @@ def test_compiled_speculative_completion_equals_target_alone(different_pair, mon
     first_sample, _, second_sample = spec.stderr.partition("Time for inference 1:")
     assert "Time for inference 2:" in second_sample
     assert "Recompiling" not in second_sample
+
+
+def test_auto_speculative_k_completion_equals_target_alone(different_pair):
+    draft, target = different_pair
+    prompt = "a small alpaca runs in the field"
+    alone = cli.generate(target, prompt, *GREEDY)
+    spec = cli.generate_speculatively(draft, target, prompt, *GREEDY, "--speculative_k", "auto")
+    assert spec.text == alone.text
+
+
+@pytest.mark.parametrize("options", [("--speculative_k", "0"), ("--speculative_k", "auto", "--speculative_k_max", "0")])
+def test_bad_speculative_k_is_refused_before_loading(different_pair, options):
+    draft, target = different_pair
+    with pytest.raises(RuntimeError) as error:
+        cli.generate_speculatively(draft, target, "the llama eats", *GREEDY, *options)
+    assert f"ValueError: {options[-2][2:]} must be an integer >= 1" in str(error.value)
+    assert "Loading draft model" not in str(error.value)
