@@ -34,10 +34,11 @@ PROMPT = "Errors should never"
 COMMON = ["--prompt", PROMPT, "--temperature", "0", "--precision", "32-true", "--max_new_tokens", "100"]
 COUNT_GRAPHS = """
 import sys
+from pathlib import Path
 from torch._dynamo.utils import counters
 import litgpt.generate.speculative_decoding as speculative
 k = sys.argv[4] if sys.argv[4] == "auto" else int(sys.argv[4])
-speculative.main(sys.argv[1], sys.argv[2], {prompt!r}, max_new_tokens=int(sys.argv[3]), speculative_k=k,
+speculative.main(Path(sys.argv[1]), Path(sys.argv[2]), {prompt!r}, max_new_tokens=int(sys.argv[3]), speculative_k=k,
                  temperature=0.0, precision="32-true", compile=True, num_samples=2)
 print("GRAPHS", counters["stats"]["unique_graphs"], "RECOMPILES", sum(counters["recompiles"].values()))
 """
