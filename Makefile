@@ -1,7 +1,7 @@
 # Developer shortcuts; each target is one plain command (see README.md).
 PYTHON ?= python
 TREE := build/upstream
-UPSTREAM_TESTS := $(TREE)/tests/test_generate_speculatively.py
+UPSTREAM_TESTS := $(TREE)/tests/test_generate_speculatively.py $(TREE)/tests/test_api_speculative_decoding.py
 
 .PHONY: test tree patches demo bench
 
@@ -25,4 +25,4 @@ demo:
 
 # The speed benchmark (not part of the tests; see README.md). QUICK=1 for the tiny smoke configuration.
 bench:
-	$(PYTHON) benchmarks/speculative_speed.py $(if $(QUICK),--quick --out build/bench-quick)
+	$(PYTHON) benchmarks/speculative_speed.py $(if $(QUICK),--quick --out build/bench-quick,--compile)
