@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 from litgpt import GPT, Config
 from litgpt.tokenizer import Tokenizer
 
@@ -52,8 +51,7 @@ def set_noise(target: GPT, noise: float, seed: int = 1) -> None:
 
 
 def load_checkpoint(checkpoint_dir: Path, device: torch.device, dtype: torch.dtype) -> GPT:
-    config = Config(**yaml.safe_load((checkpoint_dir / "model_config.yaml").read_text()))
-    model = GPT(config)
+    model = GPT(Config.from_file(checkpoint_dir / "model_config.yaml"))
     model.load_state_dict(torch.load(checkpoint_dir / "lit_model.pth", weights_only=True))
     return model.to(device=device, dtype=dtype).eval()
 

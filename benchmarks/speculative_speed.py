@@ -124,7 +124,7 @@ def run(setup: Setup, device: torch.device, dtype: torch.dtype, compile: bool, w
                 for schedule in (None, *setup.ks, "default", "heuristic"):
                     out = measure(
                         f"transformers {schedule}",
-                        lambda schedule=schedule: (hf_generate(hf, prompt, setup, schedule), 0.0),
+                        lambda schedule=schedule: (timing.hf_generate(*hf, prompt, setup.new_tokens, schedule), 0.0),
                         expected,
                     )
         alpha = timing.agreement(draft, target, expected, setup.prompt_len)
@@ -144,10 +144,6 @@ def run(setup: Setup, device: torch.device, dtype: torch.dtype, compile: bool, w
         )
         print(report.markdown_overhead(results["loop_overhead"]), flush=True)
     return results
-
-
-def hf_generate(hf, prompt, setup: Setup, schedule):
-    return timing.hf_generate(*hf, prompt, setup.new_tokens, schedule)
 
 
 def summarize(samples: dict, identical: dict, setup: Setup, implementations: dict, with_transformers: bool) -> dict:

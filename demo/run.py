@@ -33,8 +33,8 @@ def python_api(draft_dir: Path, target_dir: Path, prompt: str, max_new_tokens: i
     for name, extra in (("alone", {}), ("draft", dict(draft_model=draft, speculative_k="auto"))):
         llm.generate(prompt, **kwargs, **extra)  # warm-up
         t0 = time.perf_counter()
-        timed[name] = llm.generate(prompt, return_as_token_ids=True, **kwargs, **extra)
-        timed[name] = (timed[name], timed[name].size(0) / (time.perf_counter() - t0))
+        ids = llm.generate(prompt, return_as_token_ids=True, **kwargs, **extra)
+        timed[name] = (ids, ids.size(0) / (time.perf_counter() - t0))
     (alone, alone_speed), (spec, spec_speed) = timed["alone"], timed["draft"]
     same = alone.tolist() == spec.tolist()
     print(f"prompt: {prompt!r}")
