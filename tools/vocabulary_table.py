@@ -58,9 +58,9 @@ def main() -> int:
         print(table())
         return 0
     text = README.read_text()
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    if not rest or not tail:
+    head, start, rest = text.partition(START)
+    _, end, tail = rest.partition(END)
+    if not start or not end:
         print(f"error: {README} has no {START!r} ... {END!r} block", file=sys.stderr)
         return 1
     README.write_text(f"{head}{START}\n{table()}\n{END}{tail}")
