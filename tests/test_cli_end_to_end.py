@@ -107,3 +107,31 @@ def test_bad_speculative_k_is_refused_before_loading(different_pair, options):
         cli.generate_speculatively(draft, target, "the llama eats", *GREEDY, *options)
     assert f"ValueError: {options[-2][2:]} must be an integer >= 1" in str(error.value)
     assert "Loading draft model" not in str(error.value)
+
+
+def test_auto_speculative_k_continues_from_sample_to_sample(different_pair, monkeypatch, capsys):
+    # in the process, to see what the CLI's main() passes to generate() for each of --num_samples
+    from litgpt.generate import speculative_decoding
+
+    draft, target = different_pair
+    passed = []
+
+    def generate(*args, speculative_k, _generate=speculative_decoding.generate, **kwargs):
+        passed.append(speculative_k)
+        return _generate(*args, speculative_k=speculative_k, **kwargs)
+
+    monkeypatch.setattr(speculative_decoding, "generate", generate)
+    speculative_decoding.main(
+        draft_model_checkpoint_dir=draft,
+        target_model_checkpoint_dir=target,
+        prompt="the llama eats",
+        num_samples=3,
+        max_new_tokens=20,
+        temperature=0.0,
+        precision="32-true",
+        speculative_k="auto",
+    )
+    assert len(passed) == 3
+    assert isinstance(passed[0], speculative_decoding.AutoSpeculativeK)
+    assert passed[0] is passed[1] is passed[2]  # the later samples go on with what the earlier ones measured
+    assert capsys.readouterr().out.count("Acceptance rate:") == 3
