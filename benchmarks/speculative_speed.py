@@ -6,13 +6,14 @@
         --target-config pythia-1.4b                              # a GPU, a real shape (see README)
 
 Pairs with a controlled acceptance rate (see pairs.py). For each pair, interleaved and repeated, on the same prompt:
-greedy tokens/s of LitGPT target-only decoding (`litgpt.generate.base`), of the installed fork with k = 1..8 and with
-k = "auto", of transformers' assisted generation on the same weights (k = 1..8, and its own default and heuristic
-schedules), and with --compile the same compiled as `--compile` does (target-only and speculative); the measured alpha,
-the draft/target cost ratio c and the cost v(k+1) of verifying k+1 tokens (in target forwards), the bound of
-Leviathan et al. 2023 with those costs and efficiency = speedup / bound; the k that "auto" chose; and, with models that
-cost nothing, the loop's own time per round against unpatched 0.5.13. Writes results.json, results.md and speedup.png
-to --out (default: benchmarks/results/<device>).
+greedy tokens/s of LitGPT target-only decoding (`litgpt.generate.base`), of the installed fork with k = 1..8, with
+k = "auto" (a new AutoSpeculativeK each generation) and with one AutoSpeculativeK kept over the generations of a pair
+(as `--num_samples` and `LLM.generate` keep it), of transformers' assisted generation on the same weights (k = 1..8,
+and its own default and heuristic schedules), and with --compile the same compiled as `--compile` does (target-only
+and speculative); the measured alpha, the draft/target cost ratio c and the cost v(k+1) of verifying k+1 tokens (in
+target forwards), the bound of Leviathan et al. 2023 with those costs and efficiency = speedup / bound; the k that
+"auto" chose; and, with models that cost nothing, the loop's own time per round against unpatched 0.5.13.
+Writes results.json, results.md and speedup.png to --out (default: benchmarks/results/<device>).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def run(setup: Setup, device: torch.device, dtype: torch.dtype, compile: bool, w
         samples: dict = defaultdict(list)  # what -> [(seconds per new token, acceptance rate)]
         identical: dict = defaultdict(list)  # what -> [greedy output == target-only output]
         trajectories: dict = {}
+        # one AutoSpeculativeK per implementation for all generations with this pair, as the CLI and LLM keep one
+        kept = {prefix: speculative.AutoSpeculativeK(8) for prefix, (_, speculative) in implementations.items()}
 
         def measure(what, fn, expected=None):
             (out, rate), secs = timing.seconds(fn, device)
@@ -110,16 +113,16 @@ def run(setup: Setup, device: torch.device, dtype: torch.dtype, compile: bool, w
 
                 out = measure(f"{prefix}target", alone, expected)
                 expected = out if expected is None else expected
-                for k in (*setup.ks, "auto"):
+                for k in (*setup.ks, "auto", "auto kept"):
 
-                    def speculate(module=speculative, k=k):
+                    def speculate(module=speculative, k=kept[prefix] if k == "auto kept" else k):
                         timing.fresh_cache(draft, target, max_seq_length=max_returned)
                         return module.generate(draft, target, prompt, max_returned, temperature=0.0, speculative_k=k)
 
                     chosen[prefix].ks.clear()
                     measure(f"{prefix}fork {k}", speculate, expected)
-                    if k == "auto":
-                        trajectories[f"{prefix}auto"] = list(chosen[prefix].ks)
+                    if k in ("auto", "auto kept"):
+                        trajectories[f"{prefix}{k}"] = list(chosen[prefix].ks)
             if hf is not None:
                 for schedule in (None, *setup.ks, "default", "heuristic"):
                     out = measure(
@@ -155,6 +158,7 @@ def summarize(samples: dict, identical: dict, setup: Setup, implementations: dic
         return {
             "tokens_per_s": 1 / mid,
             "spread": (max(per_token) - min(per_token)) / mid,
+            "seconds_per_token": per_token,  # per repeat, for held_out_best
             "speedup": statistics.median(s[0] for s in samples[reference]) / mid,
             "acceptance_rate": statistics.median(s[1] for s in samples[what]),
             "identical": f"{sum(identical[what])}/{len(identical[what])}" if identical[what] else None,
@@ -165,6 +169,7 @@ def summarize(samples: dict, identical: dict, setup: Setup, implementations: dic
     for prefix in implementations:
         extra[f"{prefix}target"] = summary(f"{prefix}target", f"{prefix}target")
         extra[f"{prefix}auto"] = summary(f"{prefix}fork auto", f"{prefix}target")
+        extra[f"{prefix}auto kept"] = summary(f"{prefix}fork auto kept", f"{prefix}target")
         for k in setup.ks:
             rows[k][f"{prefix}fork"] = summary(f"{prefix}fork {k}", f"{prefix}target")
     if with_transformers:
