@@ -33,11 +33,11 @@ def best(pair: dict, prefix: str = "") -> tuple[str, float]:
     return name, options[name]
 
 
-def held_out_best(pair: dict, prefix: str = "") -> float | None:
-    """The speedup of the best fixed choice, chosen without the repeat in which it is timed.
+def held_out_times(pair: dict, prefix: str = "") -> list[float] | None:
+    """Per repeat, the seconds per token of the best fixed choice, chosen without that repeat.
 
-    For each repeat, the option with the fastest median over the other repeats, timed in this repeat; the median over
-    repeats. The fastest median itself picks the luckiest of nine noisy options, and so overstates the best.
+    For each repeat, the option with the fastest median over the other repeats, timed in this repeat. The fastest
+    median itself picks the luckiest of nine noisy options, and so overstates the best.
     """
     options = [row[f"{prefix}fork"]["seconds_per_token"] for row in pair["rows"]]
     options.append(pair[f"{prefix}target"]["seconds_per_token"])
@@ -48,7 +48,34 @@ def held_out_best(pair: dict, prefix: str = "") -> float | None:
     for r in range(repeats):
         others = [statistics.median(times[:r] + times[r + 1 :]) for times in options]
         held_out.append(options[others.index(min(others))][r])
+    return held_out
+
+
+def held_out_best(pair: dict, prefix: str = "") -> float | None:
+    """The speedup of the best fixed choice held out (see `held_out_times`): the median over repeats."""
+    held_out = held_out_times(pair, prefix)
+    if held_out is None:
+        return None
     return statistics.median(pair[f"{prefix}target"]["seconds_per_token"]) / statistics.median(held_out)
+
+
+def paired_ratios(pair: dict, what: str, prefix: str = "") -> list[float] | None:
+    """Per repeat, the speed of `what` over that of the best fixed choice held out, both timed in that repeat.
+
+    A repeat that ran slow for all choices (the machine was busy) slows both, and the ratio keeps less of that noise
+    than a ratio of medians over all repeats.
+    """
+    held_out = held_out_times(pair, prefix)
+    if held_out is None:
+        return None
+    return [h / a for h, a in zip(held_out, pair[f"{prefix}{what}"]["seconds_per_token"])]
+
+
+def _median_and_quartiles(values: list[float] | None) -> str:
+    if not values:
+        return "–"
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+    return f"{statistics.median(values):.3f} [{q1:.2f}–{q3:.2f}]"
 
 
 def markdown_pair(pair: dict) -> str:
@@ -104,10 +131,10 @@ def markdown_summary(results: dict) -> str:
     hf = "transformers default" in results["pairs"][0]
     lines = [
         "| α | | best of fixed k and target alone | best, held out | auto | auto / best | auto / held out "
-        "| auto, kept | kept / best | kept / held out "
+        "| auto / held out, paired | auto, kept | kept / best | kept / held out | kept / held out, paired "
         + ("| transformers default | transformers heuristic | auto / transformers default " if hf else "")
         + "|",
-        "|" + "---|" * (10 + 3 * hf),
+        "|" + "---|" * (12 + 3 * hf),
     ]
     for pair in results["pairs"]:
         for prefix in ("", "compiled ") if compiled else ("",):
@@ -119,6 +146,7 @@ def markdown_summary(results: dict) -> str:
                 auto = pair[f"{prefix}{what}"]["speedup"]
                 line += f"| {auto:.2f} | {auto / speedup:.3f} "
                 line += f"| {auto / held_out:.3f} " if held_out else "| – "
+                line += f"| {_median_and_quartiles(paired_ratios(pair, what, prefix))} "
             if hf:
                 default, heuristic = pair["transformers default"], pair["transformers heuristic"]
                 line += f"| {default['speedup']:.2f} | {heuristic['speedup']:.2f} | {_ratio(pair['auto'], default)} "
@@ -170,7 +198,9 @@ def markdown(results: dict) -> str:
             "## Summary: auto against the best fixed choice",
             "",
             "'best, held out': for each repeat, the choice fastest in the other repeats, timed in this one (median "
-            "over repeats); the fastest median alone picks the luckiest of nine noisy choices and overstates the best.",
+            "over repeats); the fastest median alone picks the luckiest of nine noisy choices and overstates the best. "
+            "'paired': the median and quartiles over repeats of auto's speed over the held-out best's in the same "
+            "repeat (a repeat that ran slow for every choice then counts less).",
             "",
             markdown_summary(results),
             "",
@@ -218,3 +248,21 @@ def plot(results: dict, path: Path) -> None:
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    """Writes results.md and speedup.png again from results.json in a directory, e.g. after a change of this file."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("out", type=Path, help="a directory with results.json, such as benchmarks/results/cpu")
+    out = parser.parse_args().out
+    results = json.loads((out / "results.json").read_text())
+    (out / "results.md").write_text(markdown(results))
+    plot(results, out / "speedup.png")
+    print(f"wrote {out / 'results.md'}, {out / 'speedup.png'}")
+
+
+if __name__ == "__main__":
+    main()

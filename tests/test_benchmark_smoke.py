@@ -1,4 +1,5 @@
-"""The benchmarks run end to end on a tiny configuration and write their tables, data and plot."""
+"""The benchmarks run end to end on a tiny configuration and write their tables, data and plot; the report's
+statistics."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import report  # noqa: E402
 
 
 def run(script: str, *args: str) -> None:
@@ -35,12 +41,22 @@ def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path):
     assert "| k | v(k+1) | bound |" in md and "## Summary: auto against the best fixed choice" in md
     assert (tmp_path / "speedup.png").read_bytes().startswith(b"\x89PNG")
 
+    # the report is written again from results.json alone
+    (tmp_path / "results.md").unlink()
+    run("report.py", str(tmp_path))
+    assert (tmp_path / "results.md").read_text() == md
 
-def test_precision_benchmark_quick_writes_table(tmp_path):
-    run("greedy_precision.py", "--quick", "--new-tokens", "8", "--out", str(tmp_path))
 
-    rows = json.loads((tmp_path / "precision.json").read_text())["rows"]
-    assert {row["dtype"] for row in rows} == {"float32", "bfloat16"}
-    assert {row["pair"] for row in rows} >= {"demo (Zen of Python)"}
-    assert all(0 <= row["identical"] <= row["prompts"] == 2 for row in rows)
-    assert "| pair | dtype | identical |" in (tmp_path / "precision.md").read_text()
+def test_paired_ratio_keeps_out_a_repeat_that_was_slow_for_every_choice():
+    def timed(*seconds):
+        return {"seconds_per_token": list(seconds)}
+
+    # the machine ran each repeat slower than the last; auto is 10% slower than k = 1, the best, in every repeat
+    pair = {
+        "rows": [{"k": 1, "fork": timed(1.0, 2.0, 3.0)}, {"k": 2, "fork": timed(1.5, 3.0, 4.5)}],
+        "target": timed(2.0, 4.0, 6.0),
+        "auto": timed(1.1, 2.2, 3.3),
+    }
+    assert report.held_out_times(pair) == [1.0, 2.0, 3.0]
+    assert report.paired_ratios(pair, "auto") == pytest.approx([1 / 1.1] * 3)
+    assert report.held_out_best(pair) == 2.0
