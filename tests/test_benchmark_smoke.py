@@ -60,3 +60,13 @@ def test_paired_ratio_keeps_out_a_repeat_that_was_slow_for_every_choice():
     assert report.held_out_times(pair) == [1.0, 2.0, 3.0]
     assert report.paired_ratios(pair, "auto") == pytest.approx([1 / 1.1] * 3)
     assert report.held_out_best(pair) == 2.0
+
+
+def test_precision_benchmark_quick_writes_table(tmp_path):
+    run("greedy_precision.py", "--quick", "--new-tokens", "8", "--out", str(tmp_path))
+
+    rows = json.loads((tmp_path / "precision.json").read_text())["rows"]
+    assert {row["dtype"] for row in rows} == {"float32", "bfloat16"}
+    assert {row["pair"] for row in rows} >= {"demo (Zen of Python)"}
+    assert all(0 <= row["identical"] <= row["prompts"] == 2 for row in rows)
+    assert "| pair | dtype | identical |" in (tmp_path / "precision.md").read_text()
