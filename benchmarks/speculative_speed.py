@@ -198,6 +198,7 @@ def main() -> int:
     if args.repeats:
         setup = dataclasses.replace(setup, repeats=args.repeats)
     device = torch.device(args.device)
+    litgpt_version = importlib.metadata.version("litgpt")  # of the code imported now, not of a reinstall during the run
     results = run(setup, device, DTYPES[args.precision], args.compile, not args.no_transformers)
     results["machine"] = {
         "date": datetime.date.today().isoformat(),
@@ -207,7 +208,7 @@ def main() -> int:
         "precision": args.precision,
         "compile": args.compile,
         "torch": torch.__version__,
-        "litgpt": importlib.metadata.version("litgpt"),
+        "litgpt": litgpt_version,
         "transformers": None if args.no_transformers else importlib.metadata.version("transformers"),
         "python": platform.python_version(),
     }
