@@ -74,7 +74,7 @@ def paired_ratios(pair: dict, what: str, prefix: str = "") -> list[float] | None
 def _median_and_quartiles(values: list[float] | None) -> str:
     if not values:
         return "–"
-    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+    q1, _, q3 = statistics.quantiles(values, n=4)  # held_out_times gives None for fewer than 2 repeats
     return f"{statistics.median(values):.3f} [{q1:.2f}–{q3:.2f}]"
 
 
