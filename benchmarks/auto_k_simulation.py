@@ -1,4 +1,4 @@
-"""`speculative_k="auto"` against every fixed k and the target alone, in simulation: seconds instead of hours.
+"""`speculative_k="auto"` against every fixed k and the target alone, in simulation: a minute instead of hours.
 
     python benchmarks/auto_k_simulation.py                        # CPU and GPU cost models, 128 new tokens
     python benchmarks/auto_k_simulation.py --new-tokens 512 --set evidence=4 --set patience=128
@@ -6,10 +6,10 @@
 The installed `AutoSpeculativeK` chooses k as in `generate()`, but rounds are not run: each draft token is accepted with
 probability alpha, independently, and a round costs k * c + v(k + 1) target steps (a step of the target alone 1, and
 catching the draft up on j skipped tokens c * (1 + 0.02 j)), times lognormal noise. On this CPU the real benchmark needs
-hours to tell 3% apart (its repeats differ by 10-25%); here the same comparison takes seconds, so that a change to the
-rules can be judged before it is measured. The "cpu" cost model is fitted to benchmarks/results/cpu/auto/; "gpu" is an
-assumption (verifying a few tokens costs about one step), to be replaced by a fit to a GPU run. Prints, per alpha, the
-best fixed choice (the least mean time, known in hindsight) and auto's speed relative to it, for a new
+hours to tell 3% apart (its repeats differ by 10-25%); here the same comparison takes under a minute, so that a change
+to the rules can be judged before it is measured. The "cpu" cost model is fitted to benchmarks/results/cpu/auto/; "gpu"
+is an assumption (verifying a few tokens costs about one step), to be replaced by a fit to a GPU run. Prints, per alpha,
+the best fixed choice (the least mean time, known in hindsight) and auto's speed relative to it, for a new
 AutoSpeculativeK per generation and for one kept over `--generations` generations (the first not counted).
 """
 
