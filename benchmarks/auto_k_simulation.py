@@ -16,7 +16,6 @@ AutoSpeculativeK per generation and for one kept over `--generations` generation
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import importlib.metadata
 import math
@@ -90,20 +89,17 @@ def compare(auto: type[AutoSpeculativeK], cost: CostModel, alpha: float, args: a
 
 
 def parse_overrides(settings: list[str]) -> dict:
-    """`NAME=VALUE` pairs for AutoSpeculativeK's class attributes (its rules' numbers)."""
-    allowed = sorted(name for name, value in vars(AutoSpeculativeK).items() if isinstance(value, (int, float)))
+    """`NAME=VALUE` pairs for AutoSpeculativeK's class attributes (its rules' numbers, all integers)."""
+    allowed = sorted(name for name, value in vars(AutoSpeculativeK).items() if isinstance(value, int))
     overrides = {}
     for setting in settings:
         name, _, value = setting.partition("=")
         if name not in allowed:
             raise ValueError(f"--set {setting!r}: NAME must be one of {', '.join(allowed)}")
-        kind = type(getattr(AutoSpeculativeK, name))
         try:
-            overrides[name] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            overrides[name] = None
-        if not isinstance(overrides[name], (int, float) if kind is float else int):
-            raise ValueError(f"--set {setting!r}: VALUE must be {'a number' if kind is float else 'an integer'}")
+            overrides[name] = int(value)
+        except ValueError:
+            raise ValueError(f"--set {setting!r}: VALUE must be an integer") from None
     return overrides
 
 
