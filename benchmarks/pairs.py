@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 from litgpt import GPT, Config
+from litgpt.prompts import PromptStyle
 from litgpt.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +64,20 @@ def zen_pair(device: torch.device, dtype: torch.dtype) -> tuple[GPT, GPT, Tokeni
 
     draft_dir, target_dir = zen.build_zen_pair(ROOT / "build" / "demo")
     return load_checkpoint(draft_dir, device, dtype), load_checkpoint(target_dir, device, dtype), Tokenizer(target_dir)
+
+
+def smollm2_pair(device: torch.device, dtype: torch.dtype, draft_layers: int = 4) -> tuple[GPT, GPT, Tokenizer, list]:
+    """SmolLM2-135M-Instruct (made by tools/smollm2.py, cached under build/smollm2), a draft of its first blocks, its
+    tokenizer, and the real chat prompts of tools/smollm2.py with its chat template applied, as token ids."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import layer_draft
+    import smollm2
+
+    target_dir = smollm2.make_checkpoint()
+    draft_dir = layer_draft.make_draft(target_dir, draft_layers)
+    draft, target = load_checkpoint(draft_dir, device, dtype), load_checkpoint(target_dir, device, dtype)
+    tokenizer, style = Tokenizer(target_dir), PromptStyle.from_config(target.config)
+    return draft, target, tokenizer, [tokenizer.encode(style.apply(p), device=device) for p in smollm2.PROMPTS]
 
 
 def hf_models(draft: GPT, target: GPT, workdir: Path) -> list:
