@@ -66,6 +66,14 @@ def zen_pair(device: torch.device, dtype: torch.dtype) -> tuple[GPT, GPT, Tokeni
     return load_checkpoint(draft_dir, device, dtype), load_checkpoint(target_dir, device, dtype), Tokenizer(target_dir)
 
 
+def smollm2_dir() -> Path:
+    """The SmolLM2-135M-Instruct checkpoint, made by tools/smollm2.py on first use (cached under build/smollm2)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import smollm2
+
+    return smollm2.make_checkpoint()
+
+
 def smollm2_pair(device: torch.device, dtype: torch.dtype, draft_layers: int = 4) -> tuple[GPT, GPT, Tokenizer, list]:
     """SmolLM2-135M-Instruct (made by tools/smollm2.py, cached under build/smollm2), a draft of its first blocks, its
     tokenizer, and the real chat prompts of tools/smollm2.py with its chat template applied, as token ids."""
@@ -73,7 +81,7 @@ def smollm2_pair(device: torch.device, dtype: torch.dtype, draft_layers: int = 4
     import layer_draft
     import smollm2
 
-    target_dir = smollm2.make_checkpoint()
+    target_dir = smollm2_dir()
     draft_dir = layer_draft.make_draft(target_dir, draft_layers)
     draft, target = load_checkpoint(draft_dir, device, dtype), load_checkpoint(target_dir, device, dtype)
     tokenizer, style = Tokenizer(target_dir), PromptStyle.from_config(target.config)

@@ -4,8 +4,10 @@
 
 The first run trains both models in well under a minute on a CPU and caches them under --out. Each prompt goes
 through `litgpt generate` (the target alone) and `litgpt generate_speculatively` (draft + target) at temperature 0;
-then the first prompt goes through the Python API, `LLM.generate` with and without `draft_model=`. The completions
-must be identical (the exit code is 1 if not).
+then the first prompt goes through the Python API, `LLM.generate` with and without `draft_model=`. Last, one checkpoint
+alone: a prompt that repeats the text, through `litgpt generate` with and without `--prompt_lookup true` (drafts
+looked up in the prompt and the text so far, no draft model). The completions must be identical (the exit code is 1
+if not).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import cli
 import zen
 
 PROMPTS = ["Beautiful is better than", "Errors should never", "If the implementation is hard to explain,"]
+# the first lines of the text, then its first line again: the target goes on with lines that are in the prompt
+LOOKUP_PROMPT = "\n".join(zen.zen_of_python().splitlines()[2:8] + [zen.zen_of_python().splitlines()[2]])
 
 
 def python_api(draft_dir: Path, target_dir: Path, prompt: str, max_new_tokens: int) -> bool:
@@ -75,6 +79,16 @@ def main() -> int:
         print(f"  identical: {'yes' if same else 'NO'}\n")
     print("Python API:\n")
     mismatches += not python_api(draft, target, PROMPTS[1], args.max_new_tokens)
+
+    print("One checkpoint, drafts looked up in the prompt (a prompt that repeats the text):\n")
+    alone = cli.generate(target, LOOKUP_PROMPT, *options)
+    lookup = cli.generate(target, LOOKUP_PROMPT, *options, "--prompt_lookup", "true")
+    same = alone.text == lookup.text
+    mismatches += not same
+    print(f"  litgpt generate                        ({alone.tokens_per_sec:6.1f} tokens/s)")
+    print(f"  litgpt generate --prompt_lookup true   ({lookup.tokens_per_sec:6.1f} tokens/s):")
+    print(textwrap.indent(lookup.text, "    | "))
+    print(f"  identical: {'yes' if same else 'NO'}\n")
     return 1 if mismatches else 0
 
 

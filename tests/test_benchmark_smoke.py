@@ -112,3 +112,21 @@ def test_simulation_names_the_rules_it_can_change(capsys, setting, error):
         auto_k_simulation.main(["--set", setting])
     assert exit_info.value.code == 2
     assert error in capsys.readouterr().err
+
+
+def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path):
+    run("prompt_lookup.py", "--quick", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "prompt_lookup.json").read_text())
+    assert set(results["kinds"].values()) == {"copy", "open"}
+    for task in results["real"].values():
+        alone = task["fork: target alone"]["tokens"]
+        assert len(task) == 5 and all(entry["tokens"] == alone for entry in task.values())
+        assert all(entry["tokens_per_s"][0] > 0 for entry in task.values())
+    assert set(results["zen"]["zen"]) == {
+        "target alone",
+        "draft model, auto",
+        "lookup, auto",
+        "draft model + lookup, auto",
+    }
+    md = (tmp_path / "prompt_lookup.md").read_text()
+    assert "| lookup / target alone |" in md and "## The demo's Zen pair" in md

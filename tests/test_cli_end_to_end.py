@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import cli
@@ -135,3 +138,37 @@ def test_auto_speculative_k_continues_from_sample_to_sample(different_pair, monk
     assert isinstance(passed[0], speculative_decoding.AutoSpeculativeK)
     assert passed[0] is passed[1] is passed[2]  # the later samples go on with what the earlier ones measured
     assert capsys.readouterr().out.count("Acceptance rate:") == 3
+
+
+COUNT_GRAPHS = """
+import sys
+from pathlib import Path
+from torch._dynamo.utils import counters
+import litgpt.generate.base as base
+base.main(Path(sys.argv[1]), sys.argv[2], max_new_tokens=20, temperature=0.0, precision="32-true", compile=True,
+          prompt_lookup=True, num_samples=2)
+print("GRAPHS", counters["stats"]["unique_graphs"])
+"""
+
+
+def test_prompt_lookup_through_litgpt_generate_equals_target_alone(different_pair):
+    _, target = different_pair
+    prompt = "the llama eats grass the llama eats hay the llama eats"
+    alone = cli.generate(target, prompt, *GREEDY)
+    lookup = cli.generate(target, prompt, *GREEDY, "--prompt_lookup", "true")
+    assert lookup.text == alone.text
+    assert "'prompt_lookup': True" in lookup.stdout
+
+
+def test_compiled_prompt_lookup_equals_target_alone_with_few_graphs(different_pair):
+    _, target = different_pair
+    prompt = "the llama eats grass the llama eats hay the llama eats"
+    alone = cli.generate(target, prompt, *GREEDY)
+    result = subprocess.run(
+        [sys.executable, "-c", COUNT_GRAPHS, str(target), prompt], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count(alone.text) == 2  # both samples
+    graphs = int(result.stdout.rsplit("GRAPHS", 1)[1])
+    # the prefill, the target's step and one verification per number of tokens proposed (at most 8, "auto"'s cap)
+    assert 3 <= graphs <= 2 + 8, result.stdout

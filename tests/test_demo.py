@@ -30,7 +30,9 @@ def test_demo_prints_identical_completions(demo_dir):
     cmd = [sys.executable, str(ROOT / "demo" / "run.py"), "--out", str(out), "--max_new_tokens", "24"]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count("identical: yes") == len(PROMPTS) + 1  # the CLI for each prompt, the Python API once
+    # the CLI for each prompt, the Python API once, prompt lookup once
+    assert result.stdout.count("identical: yes") == len(PROMPTS) + 2
     assert "Beautiful is better than ugly." in result.stdout  # the target learned the text
     assert "acceptance rate" in result.stdout and "tokens/s" in result.stdout
     assert 'llm.generate(prompt, draft_model=draft, speculative_k="auto")' in result.stdout
+    assert "litgpt generate --prompt_lookup true" in result.stdout

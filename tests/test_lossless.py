@@ -217,3 +217,97 @@ def test_tokens_generated_with_auto_k_follow_target_distribution(monkeypatch, ch
     assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
     p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
     assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+
+
+@PROPERTY
+@given(**greedy_cases, with_draft=st.booleans(), repeats=st.integers(1, 3))
+def test_greedy_output_with_prompt_lookup_is_target_greedy_output(
+    target_seed,
+    draft_seed,
+    truncated_draft,
+    prompt,
+    speculative_k,
+    max_new_tokens,
+    draft_padding,
+    target_padding,
+    with_draft,
+    repeats,
+):
+    # a prompt that repeats itself gives the lookup matches; the random models' outputs repeat too
+    draft, target, prompt, max_returned_tokens, expected = greedy_case(
+        target_seed, draft_seed, truncated_draft, prompt * repeats, max_new_tokens, draft_padding, target_padding
+    )
+    out, acceptance_rate = speculative.generate(
+        draft if with_draft else None,
+        target,
+        prompt,
+        max_returned_tokens,
+        temperature=0.0,
+        speculative_k=speculative_k,
+        prompt_lookup=True,
+    )
+    assert out.tolist() == expected
+    assert 0.0 <= acceptance_rate <= 1.0
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), SAMPLING)
+@pytest.mark.parametrize("proposed", [0, 2, 7])  # the target's favourite, a likely and an unlikely token
+def test_first_token_after_a_looked_up_token_follows_target_distribution(proposed, temperature, top_k, top_p):
+    """A looked-up token is a point mass: kept with probability p(x), else replaced by a draw from p without x."""
+    n = 3000
+    target = FixedLogits(TARGET_LOGITS)
+    torch.manual_seed(0)
+    counts = torch.zeros(len(TARGET_LOGITS))
+    with torch.inference_mode():
+        for _ in range(n):
+            tokens = speculative.verify(
+                target,
+                torch.tensor([0]),
+                torch.tensor([proposed, proposed]),
+                None,
+                torch.tensor([0]),
+                1,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+            )
+            counts[tokens[0]] += 1
+    expected = target_distribution(temperature, top_k, top_p) * n
+    support = expected > 0
+    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
+    if support.sum() > 1:
+        p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
+        assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [SAMPLING[0], SAMPLING[2], SAMPLING[3]])
+@pytest.mark.parametrize("with_draft", [False, True])
+def test_tokens_generated_with_prompt_lookup_follow_target_distribution(
+    monkeypatch, with_draft, temperature, top_k, top_p
+):
+    """Every token, from lookup rounds, draft rounds or steps of the target alone, is a draw from the target's law."""
+    # proposals of up to 3, 1 and 2 tokens and none, whatever they cost
+    script = iter([3, 0, 1, 0, 2, 0, 0] * 1000)
+    monkeypatch.setattr(
+        speculative.AutoPromptLookupK, "choose", lambda self, n, available: min(next(script), available)
+    )
+    draft = FixedLogits(DRAFT_LOGITS["same vocabulary"]) if with_draft else None
+    target = FixedLogits(TARGET_LOGITS)
+    torch.manual_seed(0)
+    out, _ = speculative.generate(
+        draft,
+        target,
+        torch.tensor([0, 1, 2, 0, 1]),
+        5 + 3000,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        speculative_k=2,
+        prompt_lookup=True,
+    )
+    counts = torch.bincount(out[5:], minlength=len(TARGET_LOGITS)).float()
+    expected = target_distribution(temperature, top_k, top_p) * 3000
+    support = expected > 0
+    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
+    p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
+    assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())

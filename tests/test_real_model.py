@@ -197,3 +197,26 @@ def test_a_draft_keeps_the_first_blocks(checkpoint_dir, draft_dir, tmp_path):
     assert all(torch.equal(weight, target[name]) for name, weight in state.items())
     with pytest.raises(ValueError, match="layers must be between 1 and the checkpoint's n_layer \\(30\\), got 31"):
         layer_draft.make_draft(checkpoint_dir, 31, tmp_path / "draft")
+
+
+COPY_PROMPT = "Repeat this sentence twice: the quick brown fox jumps over the lazy dog near the old café."
+
+
+@pytest.mark.parametrize("with_draft", [False, True])
+def test_greedy_output_with_prompt_lookup_equals_target_alone(llms, with_draft):
+    llm, draft = llms
+    for prompt in (*PROMPTS[:2], COPY_PROMPT):
+        alone = llm.generate(prompt, return_as_token_ids=True, **GREEDY)
+        kwargs = dict(prompt_lookup=True, draft_model=draft if with_draft else None)
+        assert llm.generate(prompt, return_as_token_ids=True, **GREEDY, **kwargs).tolist() == alone.tolist()
+        text = llm.generate(prompt, **GREEDY)
+        assert "".join(llm.generate(prompt, stream=True, **GREEDY, **kwargs)) == text
+    assert llm.acceptance_rate > 0.3  # the copy prompt's answer is found in the prompt
+
+
+def test_prompt_lookup_cli_prints_what_litgpt_generate_prints(checkpoint_dir, draft_dir, cli_alone):
+    prompt = PROMPTS[0]
+    lookup = cli.generate(checkpoint_dir, prompt, *CLI_OPTIONS, "--prompt_lookup", "true")
+    assert lookup.text == cli_alone[prompt]
+    both = cli.generate_speculatively(draft_dir, checkpoint_dir, prompt, *CLI_OPTIONS, "--prompt_lookup", "true")
+    assert both.text == cli_alone[prompt]
