@@ -155,6 +155,17 @@ def target_distribution(temperature: float, top_k: int | None, top_p: float) -> 
     return torch.softmax(logits, dim=-1)
 
 
+def assert_draws_follow_target(counts: torch.Tensor, temperature: float, top_k: int | None, top_p: float) -> None:
+    """A seeded chi-square test of token counts against the target's distribution (and none outside its support)."""
+    expected = target_distribution(temperature, top_k, top_p) * counts.sum()
+    support = expected > 0
+    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
+    if support.sum() > 1:
+        p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
+        # a correct sampler passes with p spread uniformly over [0, 1]; 1e-4 leaves a wide margin (seeded: no flakes)
+        assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+
+
 SAMPLING = [(1.0, None, 1.0), (0.7, 3, 1.0), (1.5, None, 0.8), (1.0, 5, 0.6), (0.5, None, 0.95), (0.0, None, 1.0)]
 
 
@@ -182,13 +193,7 @@ def test_first_token_of_round_follows_target_distribution(draft_logits, temperat
                 top_p=top_p,
             )
             counts[tokens[0]] += 1
-    expected = target_distribution(temperature, top_k, top_p) * n
-    support = expected > 0
-    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
-    if support.sum() > 1:
-        p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
-        # a correct sampler passes with p spread uniformly over [0, 1]; 1e-4 leaves a wide margin (seeded: no flakes)
-        assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+    assert_draws_follow_target(counts, temperature, top_k, top_p)
 
 
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"), [SAMPLING[0], SAMPLING[2], SAMPLING[3]])
@@ -212,11 +217,7 @@ def test_tokens_generated_with_auto_k_follow_target_distribution(monkeypatch, ch
         speculative_k="auto",
     )
     counts = torch.bincount(out[1:], minlength=len(TARGET_LOGITS)).float()
-    expected = target_distribution(temperature, top_k, top_p) * 3000
-    support = expected > 0
-    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
-    p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
-    assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+    assert_draws_follow_target(counts, temperature, top_k, top_p)
 
 
 @PROPERTY
@@ -272,12 +273,7 @@ def test_first_token_after_a_looked_up_token_follows_target_distribution(propose
                 top_p=top_p,
             )
             counts[tokens[0]] += 1
-    expected = target_distribution(temperature, top_k, top_p) * n
-    support = expected > 0
-    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
-    if support.sum() > 1:
-        p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
-        assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+    assert_draws_follow_target(counts, temperature, top_k, top_p)
 
 
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"), [SAMPLING[0], SAMPLING[2], SAMPLING[3]])
@@ -306,8 +302,4 @@ def test_tokens_generated_with_prompt_lookup_follow_target_distribution(
         prompt_lookup=True,
     )
     counts = torch.bincount(out[5:], minlength=len(TARGET_LOGITS)).float()
-    expected = target_distribution(temperature, top_k, top_p) * 3000
-    support = expected > 0
-    assert counts[~support].sum() == 0, f"tokens the target never samples: {counts.tolist()}"
-    p_value = chisquare(counts[support].numpy(), expected[support].numpy()).pvalue
-    assert p_value > 1e-4, (p_value, counts.tolist(), expected.tolist())
+    assert_draws_follow_target(counts, temperature, top_k, top_p)
