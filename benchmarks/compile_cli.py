@@ -68,6 +68,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
+    parser.add_argument("--no-auto", action="store_true", help="k = 4 only (each compiled auto run takes minutes)")
     args = parser.parse_args()
     draft, target = zen.build_zen_pair(ROOT / "build" / "demo")
     commands = {
@@ -75,6 +76,8 @@ def main() -> int:
         "speculative, k = 4": ["generate_speculatively", str(draft), str(target), "--speculative_k", "4"],
         "speculative, auto": ["generate_speculatively", str(draft), str(target), "--speculative_k", "auto"],
     }
+    if args.no_auto:
+        del commands["speculative, auto"]
     runs: dict = {f"{name}{c}": [] for name in commands for c in ("", ", compiled")}
     for repeat in range(args.repeats):
         for name, command in commands.items():
@@ -85,7 +88,16 @@ def main() -> int:
                 print(f"repeat {repeat}: {name}{compiled}: {speeds}", flush=True)
     steady = {name: statistics.median(s for r in speeds for s in r[1:]) for name, speeds in runs.items()}
     first = {name: statistics.median(100 / r[0] for r in speeds) for name, speeds in runs.items()}
-    graphs = {f"k = {k}, {n} new tokens": count_graphs(draft, target, n, k) for k in ("4", "auto") for n in (50, 200)}
+    ks = ("4",) if args.no_auto else ("4", "auto")
+    graphs = {f"k = {k}, {n} new tokens": count_graphs(draft, target, n, k) for k in ks for n in (50, 200)}
+    # per repeat: the steady state (median of samples 2-4) over the target alone's with the same compile setting
+    paired = {
+        name: [
+            statistics.median(r[1:]) / statistics.median(a[1:])
+            for r, a in zip(speeds, runs["target alone, compiled" if name.endswith("compiled") else "target alone"])
+        ]
+        for name, speeds in runs.items()
+    }
     results = {
         "machine": {
             "date": datetime.date.today().isoformat(),
@@ -97,6 +109,8 @@ def main() -> int:
         "steady_tokens_per_s": steady,
         "first_sample_seconds": first,
         "graphs": graphs,
+        "paired_ratios": paired,
+        "command": " ".join(["python", "benchmarks/compile_cli.py", *sys.argv[1:]]),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compile_cli.json").write_text(json.dumps(results, indent=1))
@@ -106,14 +120,20 @@ def main() -> int:
         f"{results['machine']['platform']}, {results['machine']['torch_threads']} torch threads, torch "
         f"{results['machine']['torch']}. `{' '.join(COMMON)} --num_samples 4`, {args.repeats} interleaved repeats; "
         "steady state: median tokens/s of samples 2-4; first sample: median seconds of sample 1 (compilation with "
-        "an empty inductor cache, for compiled runs).",
+        "an empty inductor cache, for compiled runs). Paired: the ratio per repeat, median (quartiles). Command:"
+        f" `{results['command']}`.",
         "",
-        "| command | steady tokens/s | vs target alone (same compile setting) | first sample (s) |",
-        "|---|---|---|---|",
+        "| command | steady tokens/s | vs target alone (same compile setting) | paired per repeat | first sample (s) |",
+        "|---|---|---|---|---|",
     ]
     for name in runs:
         reference = "target alone, compiled" if name.endswith("compiled") else "target alone"
-        lines.append(f"| {name} | {steady[name]:.1f} | {steady[name] / steady[reference]:.2f} | {first[name]:.1f} |")
+        ratios = paired[name]
+        spread = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+        lines.append(
+            f"| {name} | {steady[name]:.1f} | {steady[name] / steady[reference]:.2f}"
+            f" | {spread[1]:.2f} ({spread[0]:.2f}–{spread[2]:.2f}) | {first[name]:.1f} |"
+        )
     lines += [
         "",
         "Graphs compiled by `generate_speculatively --compile true` (2 samples), in a fresh process each:",
