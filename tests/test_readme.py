@@ -1,4 +1,4 @@
-"""The README is current and runs: its generated pair table, and its Python API example on the demo's checkpoints."""
+"""The README is current and runs: its generated tables, and its Python API example on the demo's checkpoints."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import headline_table
 import vocabulary_table
 
 from .conftest import ROOT
@@ -18,8 +19,19 @@ def test_pair_table_is_what_the_script_generates_from_litgpts_configs():
     assert block.strip() == vocabulary_table.table().strip(), "run: python tools/vocabulary_table.py --write"
 
 
+def test_headline_table_is_what_the_script_computes_from_the_committed_results():
+    block = README.split(headline_table.START, 1)[1].split(headline_table.END, 1)[0]
+    assert block.strip() == headline_table.table().strip(), "run: python tools/headline_table.py --write"
+    assert block.count("`python benchmarks/") == block.count("\n| ") - 1  # every row names its command
+
+
+def test_first_screen_reaches_the_first_command():
+    first_screen = "\n".join(README.splitlines()[:40])
+    assert "pip install torch==2.13.0 . && python demo/run.py" in first_screen
+
+
 def test_python_api_example_runs_as_written(demo_dir):
-    section = README.split("## Python API", 1)[1]
+    section = README.split("### A draft model and a target", 1)[1]
     (code,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[:1]
     # in a folder laid out as a clone after `python demo/run.py`: build/demo/zen/{draft,target}
     result = subprocess.run([sys.executable, "-c", code], cwd=demo_dir, capture_output=True, text=True, check=False)
