@@ -52,3 +52,18 @@ def generate(target: Path, prompt: str, *options: str) -> Run:
 
 def generate_speculatively(draft: Path, target: Path, prompt: str, *options: str) -> Run:
     return litgpt("generate_speculatively", str(draft), str(target), "--prompt", prompt, *options)
+
+
+def chat(checkpoint: Path, turns: list[str], *options: str) -> tuple[list[str], str]:
+    """Run ``litgpt chat``, typing ``turns`` at its prompt and then an empty line; return its replies and stderr."""
+    result = subprocess.run(
+        [shutil.which("litgpt") or "litgpt", "chat", str(checkpoint), *options],
+        input="".join(f"{turn}\n" for turn in turns) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"litgpt chat exited {result.returncode}:\n{result.stderr[-3000:]}")
+    # each reply is printed after ">> Reply: " and ends with a newline, before the next ">> Prompt: "
+    return re.findall(r">> Reply: (.*?)\n(?=>> Prompt: )", result.stdout, re.DOTALL), result.stderr

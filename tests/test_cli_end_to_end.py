@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -172,3 +173,30 @@ def test_compiled_prompt_lookup_equals_target_alone_with_few_graphs(different_pa
     graphs = int(result.stdout.rsplit("GRAPHS", 1)[1])
     # the prefill, the target's step and one verification per number of tokens proposed (at most 16: auto's cap)
     assert 3 <= graphs <= 2 + 16, result.stdout
+
+
+@pytest.fixture(scope="module")
+def chat_alone(different_pair):
+    """`litgpt chat`'s replies to three turns, the third asking what the first asked."""
+    turns = ["the llama eats grass", "a small alpaca runs in the field", "the llama eats grass"]
+    return turns, cli.chat(different_pair[1], turns, *GREEDY)[0]
+
+
+@pytest.mark.parametrize(
+    "speculative",
+    [
+        ["--prompt_lookup", "true"],
+        ["--draft_model", "{draft}", "--speculative_k", "2"],
+        ["--draft_model", "{draft}", "--prompt_lookup", "true"],
+    ],
+)
+def test_chat_with_speculative_decoding_replies_what_chat_replies_alone(different_pair, chat_alone, speculative):
+    draft, target = different_pair
+    options = [option.format(draft=draft) for option in speculative]
+    turns, alone = chat_alone
+    replies, stderr = cli.chat(target, turns, *GREEDY, *options)
+    assert replies == alone and len(replies) == 3 and len(" ".join(replies).split()) > 15
+    accepted = [int(n) for n in re.findall(r"Acceptance rate: .*\((\d+) of \d+ proposed tokens\)", stderr)]
+    assert len(accepted) == 3
+    if "--prompt_lookup" in options:
+        assert accepted[2] > accepted[0]  # the third turn asks what the first asked: its reply is looked up

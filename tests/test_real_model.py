@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 import torch
@@ -220,3 +221,13 @@ def test_prompt_lookup_cli_prints_what_litgpt_generate_prints(checkpoint_dir, dr
     assert lookup.text == cli_alone[prompt]
     both = cli.generate_speculatively(draft_dir, checkpoint_dir, prompt, *CLI_OPTIONS, "--prompt_lookup", "true")
     assert both.text == cli_alone[prompt]
+
+
+def test_chat_with_prompt_lookup_replies_what_chat_replies_alone(checkpoint_dir):
+    # the third turn asks what the first asked: with the whole chat in the lookup, its reply is looked up
+    turns = [PROMPTS[0], PROMPTS[2], PROMPTS[0]]
+    alone, _ = cli.chat(checkpoint_dir, turns, *CLI_OPTIONS)
+    replies, stderr = cli.chat(checkpoint_dir, turns, *CLI_OPTIONS, "--prompt_lookup", "true")
+    assert replies == alone and len(replies) == 3 and "Paris" in replies[0]
+    accepted = [int(n) for n in re.findall(r"Acceptance rate: .*\((\d+) of \d+ proposed tokens\)", stderr)]
+    assert len(accepted) == 3 and accepted[2] > accepted[0]

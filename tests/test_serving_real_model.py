@@ -1,0 +1,106 @@
+"""`litgpt serve --openai_spec true` on the real SmolLM2-135M-Instruct, driven by the `openai` client.
+
+At temperature 0 the endpoint answers what `LLM.generate` answers for the same single user message (its chat
+template and the checkpoint's prompt style give the same token ids), with prompt lookup, with a draft model of the
+model's first four blocks, and without either; streamed pieces add up to the answer, in whole characters.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+from litgpt import LLM
+
+import layer_draft
+import litgpt_server
+import smollm2
+
+from .conftest import ROOT
+
+MAX_TOKENS = 48
+PROMPTS = [
+    *smollm2.PROMPTS[:4],  # the fourth answers in French: multi-byte characters
+    "Add a comment above every line:\ndef area(r):\n    pi = 3.14159\n    return pi * r * r",
+]
+OPTIONS = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "600"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir():
+    return smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+
+
+@pytest.fixture(scope="module")
+def servers(checkpoint_dir, tmp_path_factory):
+    draft_dir = layer_draft.make_draft(checkpoint_dir, 4)
+    configurations = {
+        "alone": OPTIONS,
+        "lookup": [*OPTIONS, "--prompt_lookup", "true"],
+        "draft": [*OPTIONS, "--draft_model", str(draft_dir), "--speculative_k", "auto"],
+    }
+    log_dir = tmp_path_factory.mktemp("smollm2-serving")
+    with litgpt_server.serving(
+        *((checkpoint_dir, options) for options in configurations.values()), log_dir=log_dir
+    ) as started:
+        yield dict(zip(configurations, started))
+
+
+@pytest.fixture(scope="module")
+def expected(checkpoint_dir):
+    """What the Python API answers at temperature 0, and the prompts' token counts."""
+    llm = LLM.load(str(checkpoint_dir), distribute=None)
+    llm.distribute(accelerator="cpu", precision="32-true")
+    return {
+        prompt: (llm.generate(prompt, temperature=0, max_new_tokens=MAX_TOKENS), llm._text_to_token_ids(prompt).size(0))
+        for prompt in PROMPTS
+    }
+
+
+def chat(server, prompt: str, **fields):
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not needed", max_retries=0)
+    messages = [{"role": "user", "content": prompt}]
+    fields = {"max_tokens": MAX_TOKENS, **fields}
+    return client.chat.completions.create(model="SmolLM2-135M-Instruct", messages=messages, **fields)
+
+
+def streamed(server, prompt: str) -> list[str]:
+    chunks = chat(server, prompt, temperature=0, stream=True)
+    return [chunk.choices[0].delta.content for chunk in chunks if chunk.choices and chunk.choices[0].delta.content]
+
+
+@pytest.mark.parametrize("name", ["alone", "lookup", "draft"])
+def test_the_openai_endpoint_answers_what_llm_generate_answers(servers, expected, name):
+    finish_reasons = set()
+    for prompt, (text, prompt_tokens) in expected.items():
+        answer = chat(servers[name], prompt, temperature=0)
+        assert answer.choices[0].message.content == text, prompt
+        assert answer.usage.prompt_tokens == prompt_tokens
+        finish_reason = "length" if answer.usage.completion_tokens == MAX_TOKENS else "stop"
+        assert answer.choices[0].finish_reason == finish_reason
+        finish_reasons.add(finish_reason)
+        pieces = streamed(servers[name], prompt)
+        assert "".join(pieces) == text
+        assert not any("\ufffd" in piece for piece in pieces)
+    assert "stop" in finish_reasons  # answers that end with <|im_end|>
+    short = chat(servers[name], PROMPTS[0], temperature=0, max_tokens=4)
+    assert (short.choices[0].finish_reason, short.usage.completion_tokens) == ("length", 4)
+    assert expected[PROMPTS[0]][0].startswith(short.choices[0].message.content)
+    assert any(not text.isascii() for text, _ in expected.values())
+    if name != "alone":
+        assert "proposed tokens accepted" in servers[name].log()
+
+
+def test_four_concurrent_clients_each_get_their_answer(servers, expected):
+    prompts = PROMPTS[1:5]
+
+    def answer(job):
+        prompt, stream = job
+        if stream:
+            return "".join(streamed(servers["lookup"], prompt))
+        return chat(servers["lookup"], prompt, temperature=0).choices[0].message.content
+
+    jobs = [(prompt, i % 2 == 0) for i, prompt in enumerate(prompts)]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        assert list(pool.map(answer, jobs)) == [expected[prompt][0] for prompt in prompts]

@@ -1,0 +1,97 @@
+"""Run `litgpt serve` as a user does, for the tests and the serving benchmark.
+
+Each server is the installed `litgpt` command in a subprocess of its own session, on a free port, awaited on
+`/health`, and stopped with its whole process group (LitServe starts worker processes), also when the caller fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+LITGPT = str(Path(sys.executable).with_name("litgpt"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str  # http://127.0.0.1:PORT
+    process: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start(checkpoint_dir: Path, *options: str, log_path: Path, env: dict[str, str] | None = None) -> Server:
+    """Starts `litgpt serve checkpoint_dir *options` without waiting for it (see `wait_until_healthy`), with `env`
+    added to the environment."""
+    port = free_port()
+    command = [LITGPT, "serve", str(checkpoint_dir), "--port", str(port), *options]
+    with open(log_path, "w") as log:
+        log.write(" ".join(command) + "\n")
+        log.flush()
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})}
+        )
+    return Server(f"http://127.0.0.1:{port}", process, log_path)
+
+
+def wait_until_healthy(server: Server, timeout: float = 600) -> None:
+    """Returns once `/health` answers 200; raises with the server's log if it exits or the time is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"litgpt serve exited with {server.process.returncode}:\n{server.log()[-3000:]}")
+        with contextlib.suppress(requests.ConnectionError):
+            if requests.get(f"{server.url}/health", timeout=5).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"litgpt serve was not healthy after {timeout} s:\n{server.log()[-3000:]}")
+
+
+def stop(server: Server) -> None:
+    """Stops the server's whole process group: SIGTERM, then SIGKILL for what is still running after 20 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.process.pid, signal.SIGTERM)
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+    # the workers and LitServe's manager are in the group too, and may outlive the main process
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+
+
+@contextlib.contextmanager
+def serving(
+    *configurations: tuple[Path, list[str]], log_dir: Path, env: dict[str, str] | None = None
+) -> Iterator[list[Server]]:
+    """Starts a server per (checkpoint_dir, options), all at once (their start-up is mostly imports), waits until
+    all are healthy, and stops all of them on exit."""
+    servers = []
+    try:
+        for i, (checkpoint_dir, options) in enumerate(configurations):
+            servers.append(start(checkpoint_dir, *options, log_path=log_dir / f"server-{i}.log", env=env))
+        for server in servers:
+            wait_until_healthy(server)
+        yield servers
+    finally:
+        for server in servers:
+            stop(server)
