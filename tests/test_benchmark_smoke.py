@@ -130,3 +130,23 @@ def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path):
     }
     md = (tmp_path / "prompt_lookup.md").read_text()
     assert "| lookup / target alone |" in md and "## The demo's Zen pair" in md
+
+
+def test_serve_benchmark_quick_writes_table_and_json(tmp_path):
+    run("serve.py", "--quick", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "serve.json").read_text())
+    served = [r for r in results["records"] if r["server"] in ("alone", "lookup")]
+    api = [r for r in results["records"] if r["server"] in ("api alone", "api lookup")]
+    # one task of each kind, at 1 and at 4 clients (4 requests at once), on both servers; at 1 client through the API
+    assert len(served) == 2 * (1 + 4) * 2 and len(api) == 2 * 2
+    assert {(r["clients"], r["server"]) for r in served} == {(c, s) for c in (1, 4) for s in ("alone", "lookup")}
+    alone = {r["task"]: r["text"] for r in served if r["server"] == "alone"}
+    assert all(r["text"] == alone[r["task"]] and r["tokens"] == 12 and 0 < r["ttft_s"] < r["latency_s"] for r in served)
+    assert all(r["tokens_per_s"] > 0 for r in served) and all(r["latency_s"] > 0 for r in api)
+    md = (tmp_path / "serve.md").read_text()
+    assert "## 4 clients" in md and "Answers equal to the server without lookup's: 20 of 20." in md
+    assert "litgpt:spec_decode_num_drafts_total" in md and "the batch's wall time" in md
+
+    (tmp_path / "serve.md").unlink()
+    run("serve.py", "--report", "--out", str(tmp_path))
+    assert (tmp_path / "serve.md").read_text() == md

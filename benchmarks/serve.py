@@ -1,0 +1,304 @@
+"""Serving with prompt lookup: one client, two `litgpt serve --openai_spec true` servers of one checkpoint, one of
+them with `--prompt_lookup true`.
+
+    python benchmarks/serve.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+
+SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, the chat requests of
+benchmarks/prompt_lookup_tasks.json (answers that copy from the prompt, and open ones), sent with the `openai` client
+and streamed. Per request: the time to the first streamed text, the tokens per second (completion tokens / latency,
+as the client sees them) and the latency; at 1 client, and at 4 clients that send 4 requests of one kind at once
+(the server answers them in turn, so the later ones wait). The two servers are interleaved (which one goes first
+alternates) and compared request by request. The same prompts through `LLM.generate` in this process, with and
+without `prompt_lookup=True`, give the gain that the server should keep. Every answer must equal the answer of the
+server without lookup; the servers run with `OMP_NUM_THREADS` threads, and this process with as many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import openai
+import requests
+import torch
+from litgpt import LLM
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import litgpt_server  # noqa: E402
+import smollm2  # noqa: E402
+
+TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
+SERVERS = ("alone", "lookup")
+CONCURRENCY = (1, 4)
+
+
+def stream_request(server: litgpt_server.Server, prompt: str, new_tokens: int) -> dict:
+    """One streamed chat request: its text, token count, time to the first text, and latency (seconds)."""
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not needed", max_retries=0, timeout=3600)
+    start = time.perf_counter()
+    first, pieces, tokens = None, [], None
+    messages = [{"role": "user", "content": prompt}]
+    for chunk in client.chat.completions.create(
+        model="SmolLM2-135M-Instruct", messages=messages, temperature=0, max_tokens=new_tokens, stream=True
+    ):
+        if chunk.choices and chunk.choices[0].delta.content:
+            first = first or time.perf_counter()
+            pieces.append(chunk.choices[0].delta.content)
+        if chunk.usage is not None:
+            tokens = chunk.usage.completion_tokens
+    end = time.perf_counter()
+    return {"text": "".join(pieces), "tokens": tokens, "ttft_s": first - start, "latency_s": end - start}
+
+
+def batches(tasks: list[dict], clients: int) -> list[list[dict]]:
+    """The tasks of one kind in groups of `clients` sent at once (tasks repeat to fill the last group)."""
+    if clients == 1:
+        return [[task] for task in tasks]
+    count = -(-len(tasks) // clients) * clients
+    cycled = list(itertools.islice(itertools.cycle(tasks), count))
+    return [cycled[i : i + clients] for i in range(0, count, clients)]
+
+
+def measure(
+    servers: dict, llm: LLM, tasks: list[dict], new_tokens: int, repeats: int, concurrency: list[int]
+) -> list[dict]:
+    """Each batch of requests on both servers, interleaved (which goes first alternates), and at 1 client the same
+    prompt through `LLM.generate` with and without lookup right after: one record per request."""
+    records = []
+    for repeat in range(repeats):
+        for clients in concurrency:
+            for kind in ("copy", "open"):
+                for index, batch in enumerate(batches([t for t in tasks if t["kind"] == kind], clients)):
+                    order = SERVERS if (repeat + index) % 2 == 0 else SERVERS[::-1]
+                    where = {"repeat": repeat, "clients": clients, "batch": index, "kind": kind}
+                    for name in order:
+                        start = time.perf_counter()
+                        with ThreadPoolExecutor(max_workers=clients) as pool:
+                            jobs = [pool.submit(stream_request, servers[name], t["prompt"], new_tokens) for t in batch]
+                            answers = [job.result() for job in jobs]
+                        wall_s = time.perf_counter() - start
+                        for slot, (task, answer) in enumerate(zip(batch, answers)):
+                            records.append({**where, "slot": slot, "task": task["name"], "server": name, **answer})
+                            records[-1]["batch_wall_s"] = wall_s
+                    if clients == 1:
+                        for name in order:
+                            records.append({**where, "slot": 0, "task": batch[0]["name"], "server": f"api {name}"})
+                            records[-1]["latency_s"] = generate_seconds(llm, batch[0]["prompt"], new_tokens, name)
+                    print(f"repeat {repeat}, {clients} client(s), {kind} batch {index}: done", flush=True)
+    return records
+
+
+def generate_seconds(llm: LLM, prompt: str, new_tokens: int, name: str) -> float:
+    """The seconds of `LLM.generate` for `prompt`, greedy, with prompt lookup for `name` "lookup"."""
+    start = time.perf_counter()
+    llm.generate(prompt, temperature=0, max_new_tokens=new_tokens, prompt_lookup=name == "lookup")
+    return time.perf_counter() - start
+
+
+def add_speeds(records: list[dict]) -> None:
+    """The rate at which an answer streams once it started: its tokens after the first over the time after it
+    (at 4 clients a request's wait for the others is before its first token, so it does not count)."""
+    for record in records:
+        if "ttft_s" in record:
+            record["tokens_per_s"] = (record["tokens"] - 1) / (record["latency_s"] - record["ttft_s"])
+
+
+def paired(records: list[dict], clients: int, task: str, field: str, names: tuple[str, str] = SERVERS) -> list[float]:
+    """`field` of names[0] over names[1] for each request of `task` at `clients`, paired repeat, batch and slot:
+    lookup over alone for speeds, alone over lookup for seconds."""
+    chosen = [r for r in records if r["clients"] == clients and r["task"] == task]
+    by_key = {(r["repeat"], r["batch"], r["slot"], r["server"]): r for r in chosen}
+    return [
+        by_key[(repeat, batch, slot, names[1])][field] / record[field]
+        for (repeat, batch, slot, server), record in by_key.items()
+        if server == names[0]
+    ]
+
+
+def per_batch(records: list[dict], field: str) -> dict[tuple, float]:
+    """At 4 clients: alone over lookup of a batch's `field`, averaged over its requests, per (kind, repeat, batch)."""
+    means = {}
+    for record in records:
+        if record["clients"] > 1:
+            key = (record["kind"], record["repeat"], record["batch"], record["server"])
+            means.setdefault(key, []).append(record[field])
+    return {
+        key[:3]: statistics.mean(values) / statistics.mean(means[(*key[:3], "lookup")])
+        for key, values in means.items()
+        if key[3] == "alone"
+    }
+
+
+def summary(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.2f}"
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{median:.2f} ({q1:.2f}–{q3:.2f})"
+
+
+def analyse(results: dict) -> dict:
+    """Per task and concurrency: the paired ratios, the API's gain, and whether every answer was right."""
+    records = results["records"]
+    served = [r for r in records if r["server"] in SERVERS]
+    alone_text = {r["task"]: r["text"] for r in served if r["server"] == "alone"}
+    rows = {}
+    for clients in results["machine"]["clients"]:
+        for task in results["tasks"]:
+            name = task["name"]
+            row = {
+                "clients": clients,
+                "task": name,
+                "kind": task["kind"],
+                "tokens": statistics.median(r["tokens"] for r in served if r["task"] == name),
+                "tokens_per_s": paired(records, clients, name, "tokens_per_s"),
+                "ttft": paired(records, clients, name, "ttft_s", SERVERS[::-1]),
+                "latency": paired(records, clients, name, "latency_s", SERVERS[::-1]),
+            }
+            if clients == 1:
+                # the server's gain in latency over the API's in seconds, paired repeat by repeat
+                api_gain = paired(records, 1, name, "latency_s", ("api lookup", "api alone"))
+                row["api_gain"] = api_gain
+                row["of_api_gain"] = [server / api for server, api in zip(row["latency"], api_gain)]
+            rows[f"{clients}|{name}"] = row
+    batches = {field: per_batch(records, field) for field in ("batch_wall_s", "ttft_s")}
+    wrong = [r for r in served if r["text"] != alone_text[r["task"]] or r["tokens"] is None]
+    return {"rows": rows, "batches": batches, "wrong": len(wrong), "requests": len(served)}
+
+
+def markdown(results: dict) -> str:
+    machine, analysis = results["machine"], analyse(results)
+    lines = [
+        "# Serving with prompt lookup",
+        "",
+        f"`{machine['command']}` on {machine['date']}: {machine['device']}, {machine['threads']} thread(s) per server"
+        f" process and in the client, torch {machine['torch']}, litserve {machine['litserve']}, {machine['repeats']}"
+        f" repeats, up to {machine['new_tokens']} new tokens, greedy. SmolLM2-135M-Instruct, float32.",
+        "",
+        "The server with `--prompt_lookup true` against the same server without it, paired request by request: median"
+        " (quartiles). Tokens/s: the rate at which an answer streams once it started (its tokens after the first"
+        " over the time after the first), lookup over alone; time to first token and latency: alone over lookup"
+        " (above 1: lookup is faster). At 4 clients the 4 requests of a batch are sent at once and answered in turn, in"
+        " an order that differs from server to server: their waits are compared per batch, below. API gain: the"
+        " seconds of `LLM.generate(prompt)` over `LLM.generate(prompt, prompt_lookup=True)` for the same chat"
+        " message in the client's process, right after the servers answered it; of API gain: the server's latency"
+        " gain over it, paired repeat by repeat.",
+        "",
+        f"Answers equal to the server without lookup's: {analysis['requests'] - analysis['wrong']} of"
+        f" {analysis['requests']}.",
+    ]
+    for clients in machine["clients"]:
+        api = clients == 1
+        lines += [
+            "",
+            f"## {clients} client{'s' * (clients > 1)}",
+            "",
+            "| request | kind | tokens | tokens/s | time to first token | latency"
+            + (" | API gain | of API gain |" if api else " |"),
+            "|---|---|---|---|---|---|" + ("---|---|" if api else ""),
+        ]
+        for row in analysis["rows"].values():
+            if row["clients"] == clients:
+                lines.append(
+                    f"| {row['task']} | {row['kind']} | {row['tokens']:.0f} | {summary(row['tokens_per_s'])}"
+                    f" | {summary(row['ttft'])} | {summary(row['latency'])}"
+                    + (f" | {summary(row['api_gain'])} | {summary(row['of_api_gain'])} |" if api else " |")
+                )
+        for kind in ("copy", "open"):
+            medians = [
+                statistics.median(row["tokens_per_s"])
+                for row in analysis["rows"].values()
+                if row["clients"] == clients and row["kind"] == kind
+            ]
+            if not medians:
+                continue
+            lines.append(
+                f"\n{kind}: tokens/s ratios per request {', '.join(f'{m:.2f}' for m in medians)};"
+                f" median {statistics.median(medians):.2f}, lowest {min(medians):.2f}."
+            )
+    if 4 in machine["clients"]:
+        lines += ["", "At 4 clients, per batch of 4 requests, alone over lookup: median (quartiles)", ""]
+    for kind in ("copy", "open"):
+        wall, ttft = (
+            [v for k, v in analysis["batches"][f].items() if k[0] == kind] for f in ("batch_wall_s", "ttft_s")
+        )
+        if wall:
+            lines.append(
+                f"- {kind}: the batch's wall time {summary(wall)}, its mean time to first token {summary(ttft)}"
+            )
+    lines += ["", "The lookup server's /metrics after the run:", "", "```", results["metrics"].strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
+    parser.add_argument("--quick", action="store_true", help="one task of each kind, 12 new tokens, one repeat")
+    parser.add_argument("--task", action="append", help="only this task of the task set (repeatable)")
+    parser.add_argument("--clients", type=int, nargs="+", choices=CONCURRENCY, default=list(CONCURRENCY))
+    parser.add_argument("--report", action="store_true", help="only write OUT/serve.md from its .json again")
+    args = parser.parse_args()
+    if args.report:
+        (args.out / "serve.md").write_text(markdown(json.loads((args.out / "serve.json").read_text())))
+        return 0
+    torch.set_num_threads(args.threads)
+    tasks = json.loads(TASKS.read_text())["tasks"]
+    if args.quick:
+        tasks = [next(t for t in tasks if t["kind"] == kind) for kind in ("copy", "open")]
+        args.repeats, args.new_tokens = 1, 12
+    if args.task:
+        tasks = [t for t in tasks if t["name"] in args.task]
+    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+    options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "3600"]
+    options += ["--max_new_tokens", str(args.new_tokens)]
+    configurations = [(checkpoint_dir, options), (checkpoint_dir, [*options, "--prompt_lookup", "true"])]
+    with (
+        tempfile.TemporaryDirectory() as log_dir,
+        litgpt_server.serving(
+            *configurations, log_dir=Path(log_dir), env={"OMP_NUM_THREADS": str(args.threads)}
+        ) as started,
+    ):
+        servers = dict(zip(SERVERS, started))
+        for server in started:  # the first request of a server is slower: not measured
+            stream_request(server, tasks[0]["prompt"], args.new_tokens)
+        llm = LLM.load(str(checkpoint_dir), distribute=None)
+        llm.distribute(accelerator="cpu", precision="32-true")
+        records = measure(servers, llm, tasks, args.new_tokens, args.repeats, args.clients)
+        metrics = requests.get(f"{servers['lookup'].url}/metrics", timeout=60).text
+    add_speeds(records)
+
+    import litserve
+
+    machine = {
+        "date": datetime.date.today().isoformat(),
+        "device": platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "litserve": litserve.__version__,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "new_tokens": args.new_tokens,
+        "clients": args.clients,
+        "command": " ".join(["python", "benchmarks/serve.py", *sys.argv[1:]]),
+    }
+    results = {"machine": machine, "tasks": tasks, "records": records, "metrics": metrics}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "serve.json").write_text(json.dumps(results, indent=1))
+    (args.out / "serve.md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
