@@ -37,3 +37,9 @@ def test_python_api_example_runs_as_written(demo_dir):
     result = subprocess.run([sys.executable, "-c", code], cwd=demo_dir, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "pass silently" in result.stdout
+
+
+def test_patch_table_lists_the_series_in_order():
+    series = (ROOT / "patches" / "series").read_text().split()
+    linked = re.findall(r"^\| \[(\d{4})\]\(patches/([^)]+)\) \|", README, re.MULTILINE)
+    assert linked == [(name[:4], name) for name in series]

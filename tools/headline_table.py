@@ -136,9 +136,56 @@ def precision_rows() -> list[tuple[str, str, str, str]]:
     ]
 
 
+def serve_rows() -> list[tuple[str, str, str, str]]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import serve
+
+    results = load("serve.json")
+    machine = f"CPU, {results['machine']['threads']} thread(s), {results['machine']['date']}"
+    command = f"`{results['machine']['command']}`"
+    analysis = serve.analyse(results)
+
+    def medians(clients: int, kind: str, field: str) -> list[float]:
+        rows = [row for row in analysis["rows"].values() if row["clients"] == clients and row["kind"] == kind]
+        return [statistics.median(row[field]) if isinstance(row[field], list) else row[field] for row in rows]
+
+    def cell(values: list[float], which: str = "median") -> str:
+        value = statistics.median(values) if which == "median" else min(values)
+        return f"**{value:.2f}×** ({which}; requests {min(values):.2f}–{max(values):.2f})"
+
+    return [
+        (
+            "`litgpt serve --openai_spec true --prompt_lookup true`, chat requests that copy from the prompt"
+            " (SmolLM2-135M-Instruct, greedy, streamed to the `openai` client): tokens/s over the same server without"
+            f" lookup, paired per request; all {analysis['requests'] - analysis['wrong']} of {analysis['requests']}"
+            " answers equal",
+            f"1 client {cell(medians(1, 'copy', 'tokens_per_s'))};"
+            f" 4 clients {cell(medians(4, 'copy', 'tokens_per_s'))}",
+            command,
+            machine,
+        ),
+        (
+            "The same servers, open requests (tokens/s, lowest request); time to first token with lookup over without"
+            " (1 client, all requests)",
+            f"1 client {cell(medians(1, 'open', 'tokens_per_s'), 'lowest')}; 4 clients"
+            f" {cell(medians(4, 'open', 'tokens_per_s'), 'lowest')}; first token"
+            f" {cell([1 / m for k in ('copy', 'open') for m in medians(1, k, 'ttft')])}",
+            command,
+            machine,
+        ),
+        (
+            "The server's gain in latency over `LLM.generate`'s gain in seconds on the same prompt (prompt lookup"
+            " over none), 1 client, paired per repeat",
+            cell(medians(1, "copy", "of_api_gain") + medians(1, "open", "of_api_gain")),
+            command,
+            machine,
+        ),
+    ]
+
+
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
-    for row in prompt_lookup_rows() + draft_model_rows() + compile_rows() + precision_rows():
+    for row in prompt_lookup_rows() + serve_rows() + draft_model_rows() + compile_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
