@@ -141,6 +141,42 @@ def test_auto_speculative_k_continues_from_sample_to_sample(different_pair, monk
     assert capsys.readouterr().out.count("Acceptance rate:") == 3
 
 
+def test_later_samples_look_up_the_earlier_samples_outputs(different_pair, monkeypatch):
+    # in the process, to see what litgpt generate's main() passes to generate() for each of --num_samples
+    import litgpt.generate.base as base
+    from litgpt.generate import speculative_decoding
+
+    _, target = different_pair
+    calls = []
+
+    def generate(*args, lookup_cache, _generate=speculative_decoding.generate, **kwargs):
+        counts = speculative_decoding.DraftCounts()
+        out = _generate(*args, lookup_cache=lookup_cache, counts=counts, **kwargs)
+        calls.append((lookup_cache, counts.accepted_tokens, out[0].tolist()))
+        return out
+
+    monkeypatch.setattr(speculative_decoding, "generate", generate)
+    base.main(
+        target, "a small alpaca runs in the field", max_new_tokens=30, temperature=0.0, precision="32-true",
+        prompt_lookup=True, num_samples=2,
+    )  # fmt: skip
+    (first, copied, out), (second, accepted, again) = calls
+    assert first is second and len(first) > 0  # one cache for the run, holding the outputs
+    assert accepted > copied  # the second sample looked up the first's output
+    assert again == out  # greedy: the same output (the target's, as the test above checks without a cache)
+
+
+@pytest.mark.parametrize("command", ["generate", "generate_speculatively"])
+def test_bad_lookup_cache_tokens_is_refused_before_loading(different_pair, command):
+    draft, target = different_pair
+    checkpoints = (target,) if command == "generate" else (draft, target)
+    options = ("--prompt_lookup", "true", "--lookup_cache_tokens", "-1")
+    with pytest.raises(RuntimeError) as error:
+        cli.litgpt(command, *map(str, checkpoints), "--prompt", "the llama eats", *GREEDY, *options)
+    assert "ValueError: lookup_cache_tokens must be an integer >= 0 (0: off), got -1" in str(error.value)
+    assert "Loading" not in str(error.value)
+
+
 COUNT_GRAPHS = """
 import sys
 from pathlib import Path

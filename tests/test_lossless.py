@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litgpt import GPT, Config
 from litgpt.generate import base
+from litgpt.generate.prompt_lookup import LookupCache
 from scipy.stats import chisquare
 from torch import nn
 
@@ -220,8 +221,29 @@ def test_tokens_generated_with_auto_k_follow_target_distribution(monkeypatch, ch
     assert_draws_follow_target(counts, temperature, top_k, top_p)
 
 
+def earlier_generations(kind: str, expected: list[int], seed: int) -> LookupCache | None:
+    """A cache of earlier generations: none, unrelated random text, or adversarial: the expected text with its tokens
+    after each prefix changed, so that long matches propose the wrong continuation with confidence."""
+    if kind == "none":
+        return None
+    cache = LookupCache(max_tokens=200)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(4):
+        if kind == "unrelated":
+            cache.add(torch.randint(0, VOCAB, (30,), generator=generator).tolist())
+        else:
+            for cut in range(1, len(expected)):
+                cache.add(expected[:cut] + [(expected[cut] + 1) % VOCAB] * 3)
+    return cache
+
+
 @PROPERTY
-@given(**greedy_cases, with_draft=st.booleans(), repeats=st.integers(1, 3))
+@given(
+    **greedy_cases,
+    with_draft=st.booleans(),
+    repeats=st.integers(1, 3),
+    cached=st.sampled_from(["none", "unrelated", "adversarial"]),
+)
 def test_greedy_output_with_prompt_lookup_is_target_greedy_output(
     target_seed,
     draft_seed,
@@ -233,11 +255,13 @@ def test_greedy_output_with_prompt_lookup_is_target_greedy_output(
     target_padding,
     with_draft,
     repeats,
+    cached,
 ):
     # a prompt that repeats itself gives the lookup matches; the random models' outputs repeat too
     draft, target, prompt, max_returned_tokens, expected = greedy_case(
         target_seed, draft_seed, truncated_draft, prompt * repeats, max_new_tokens, draft_padding, target_padding
     )
+    lookup_cache = earlier_generations(cached, expected, target_seed)
     out, acceptance_rate = speculative.generate(
         draft if with_draft else None,
         target,
@@ -246,6 +270,7 @@ def test_greedy_output_with_prompt_lookup_is_target_greedy_output(
         temperature=0.0,
         speculative_k=speculative_k,
         prompt_lookup=True,
+        lookup_cache=lookup_cache,
     )
     assert out.tolist() == expected
     assert 0.0 <= acceptance_rate <= 1.0
@@ -277,18 +302,26 @@ def test_first_token_after_a_looked_up_token_follows_target_distribution(propose
 
 
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"), [SAMPLING[0], SAMPLING[2], SAMPLING[3]])
-@pytest.mark.parametrize("with_draft", [False, True])
+@pytest.mark.parametrize(("with_draft", "cached"), [(False, False), (True, False), (False, True)])
 def test_tokens_generated_with_prompt_lookup_follow_target_distribution(
-    monkeypatch, with_draft, temperature, top_k, top_p
+    monkeypatch, with_draft, cached, temperature, top_k, top_p
 ):
-    """Every token, from lookup rounds, draft rounds or steps of the target alone, is a draw from the target's law."""
+    """Every token, from lookup rounds, draft rounds or steps of the target alone, is a draw from the target's law,
+    also where earlier generations propose the same unlikely token after everything."""
     # proposals of up to 3, 1 and 2 tokens and none, whatever they cost
     script = iter([3, 0, 1, 0, 2, 0, 0] * 1000)
     monkeypatch.setattr(
-        speculative.AutoPromptLookupK, "choose", lambda self, n, available: min(next(script), available)
+        speculative.AutoPromptLookupK,
+        "choose",
+        lambda self, n, probabilities: min(next(script), len(probabilities)),
     )
     draft = FixedLogits(DRAFT_LOGITS["same vocabulary"]) if with_draft else None
     target = FixedLogits(TARGET_LOGITS)
+    lookup_cache = None
+    if cached:
+        lookup_cache = LookupCache()
+        for token in range(len(TARGET_LOGITS)):
+            lookup_cache.add([token, 7, 7, 7] * 50)  # 7: an unlikely token
     torch.manual_seed(0)
     out, _ = speculative.generate(
         draft,
@@ -300,6 +333,7 @@ def test_tokens_generated_with_prompt_lookup_follow_target_distribution(
         top_p=top_p,
         speculative_k=2,
         prompt_lookup=True,
+        lookup_cache=lookup_cache,
     )
     counts = torch.bincount(out[5:], minlength=len(TARGET_LOGITS)).float()
     assert_draws_follow_target(counts, temperature, top_k, top_p)
