@@ -150,3 +150,27 @@ def test_serve_benchmark_quick_writes_table_and_json(tmp_path):
     (tmp_path / "serve.md").unlink()
     run("serve.py", "--report", "--out", str(tmp_path))
     assert (tmp_path / "serve.md").read_text() == md
+
+
+def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path):
+    run("lookup_workload.py", "--quick", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "lookup_workload.json").read_text())
+    # two requests of a repetitive workload and of the unrelated ones, each three ways
+    assert [(r["workload"], r["index"]) for r in results["records"][::3]] == [
+        ("JSON records", 0),
+        ("JSON records", 1),
+        ("unrelated requests", 0),
+        ("unrelated requests", 1),
+    ]
+    assert all(
+        sorted(r["variant"] for r in results["records"][i : i + 3]) == ["alone", "earlier", "prompt only"]
+        for i in range(0, 12, 3)
+    )
+    assert all(0 < len(r["tokens"]) <= 12 and r["seconds"] > 0 for r in results["records"])
+    assert 0 < results["bytes_per_token"] < 2048
+    md = (tmp_path / "lookup_workload.md").read_text()
+    assert "## JSON records" in md and "## unrelated requests" in md and "| **no** |" not in md
+
+    (tmp_path / "lookup_workload.md").unlink()
+    run("lookup_workload.py", "--report", "--out", str(tmp_path))
+    assert (tmp_path / "lookup_workload.md").read_text() == md

@@ -1,0 +1,259 @@
+"""Prompt lookup over earlier generations: sequences of requests through one `LLM`.
+
+    python benchmarks/lookup_workload.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+
+SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, through `LLM.generate`. The
+workloads of benchmarks/lookup_workloads.json are sent in order: repetitive ones (requests of one kind whose answers
+share structure) and unrelated requests (the tasks of prompt_lookup_tasks.json, then the README's first lookup
+example). Each request runs three ways, interleaved (the order rotates from request to request): the target alone;
+lookup in the prompt and the answer only (`prompt_lookup=True, lookup_cache_tokens=0`); and lookup in earlier
+generations too (`prompt_lookup=True`, the LLM's cache at its default bound, which holds what the earlier requests
+of the repeat generated: each repeat starts from an empty cache). Ratios of tokens/s are paired request by request.
+Also per request: the accepted tokens per verification, the lookup's seconds per round (`PromptLookup.propose`)
+against the seconds per token of the target alone, whether the outputs equal the target alone's; and at the end the
+memory of the cache per stored token (tracemalloc, rebuilt from what it held).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import torch
+from litgpt import LLM
+from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import smollm2  # noqa: E402
+
+WORKLOADS = ROOT / "benchmarks" / "lookup_workloads.json"
+TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
+VARIANTS = {
+    "alone": {},
+    "prompt only": {"prompt_lookup": True, "lookup_cache_tokens": 0},
+    "earlier": {"prompt_lookup": True},
+}
+
+
+class ProposeTimer:
+    """Times `PromptLookup.propose` while it is installed."""
+
+    def __init__(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+        self.propose = PromptLookup.propose
+
+    def __enter__(self) -> ProposeTimer:
+        def timed(lookup: PromptLookup, limit: int):
+            start = time.perf_counter()
+            try:
+                return self.propose(lookup, limit)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+
+        PromptLookup.propose = timed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        PromptLookup.propose = self.propose
+
+
+def workloads(quick: bool) -> list[dict]:
+    data = json.loads(WORKLOADS.read_text())
+    tasks = json.loads(TASKS.read_text())["tasks"]
+    unrelated = [task["prompt"] for task in tasks] + [data["readme_example"]]
+    loads = data["workloads"] + [{"name": "unrelated requests", "kind": "unrelated", "prompts": unrelated}]
+    if quick:
+        loads = [{**load, "prompts": load["prompts"][:2]} for load in (loads[0], loads[-1])]
+    return loads
+
+
+def run(llm: LLM, prompt: str, new_tokens: int, variant: str, cache: LookupCache | None) -> tuple[dict, LookupCache]:
+    """One request, with `cache` as the LLM's cache of earlier generations (None: a new one); returns its record and
+    the cache, which only the earlier-generations variant extends."""
+    llm.lookup_cache = cache if variant == "earlier" else None  # prompt only: a cache of 0 tokens, dropped after
+    with ProposeTimer() as timer:
+        start = time.perf_counter()
+        ids = llm.generate(
+            prompt, max_new_tokens=new_tokens, temperature=0.0, return_as_token_ids=True, **VARIANTS[variant]
+        )
+        seconds = time.perf_counter() - start
+    counts = llm.draft_counts
+    record = {"variant": variant, "seconds": seconds, "tokens": ids.tolist(), "rounds": counts.drafts}
+    record["accepted_per_verification"] = counts.accepted_tokens / counts.drafts if counts.drafts else 0.0
+    record["propose_seconds"] = timer.seconds / timer.calls if timer.calls else 0.0
+    return record, llm.lookup_cache if variant == "earlier" else cache
+
+
+def measure(llm: LLM, loads: list[dict], new_tokens: int, repeats: int) -> tuple[list[dict], LookupCache]:
+    records = []
+    llm.generate(loads[0]["prompts"][0], max_new_tokens=8, prompt_lookup=True, lookup_cache_tokens=0)  # warm-up
+    turn = 0
+    for repeat in range(repeats):
+        cache = None  # each repeat starts from an empty cache
+        for load in loads:
+            for index, prompt in enumerate(load["prompts"]):
+                order = list(VARIANTS)[turn % 3 :] + list(VARIANTS)[: turn % 3]
+                turn += 1
+                for variant in order:
+                    record, cache = run(llm, prompt, new_tokens, variant, cache)
+                    records.append({"repeat": repeat, "workload": load["name"], "index": index, **record})
+                line = {r["variant"]: r for r in records[-3:]}
+                print(
+                    f"repeat {repeat + 1}/{repeats} {load['name']} #{index + 1}: "
+                    + ", ".join(f"{v} {len(r['tokens']) / r['seconds']:.1f} tok/s" for v, r in line.items()),
+                    flush=True,
+                )
+    return records, cache
+
+
+def cache_bytes_per_token(cache: LookupCache) -> float:
+    """The memory of a cache holding what `cache` holds, per stored token."""
+    generations, current = [], []
+    for token in cache.tokens[cache.start :]:
+        if token == SEPARATOR:
+            generations.append(current)
+            current = []
+        else:
+            current.append(token)
+    tracemalloc.start()
+    rebuilt = LookupCache(cache.max_tokens)
+    for generation in generations:
+        rebuilt.add(generation)
+    memory, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return memory / max(len(rebuilt), 1)
+
+
+def summary(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.2f}"
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{median:.2f} ({q1:.2f}–{q3:.2f})"
+
+
+def analyse(results: dict) -> list[dict]:
+    """Per workload and request index: the paired ratios and the means of the lookup statistics."""
+    by_request = {}
+    for r in results["records"]:
+        by_request.setdefault((r["workload"], r["index"]), {}).setdefault(r["variant"], []).append(r)
+    rows = []
+    for (workload, index), variants in by_request.items():
+        speed = {v: [len(r["tokens"]) / r["seconds"] for r in rs] for v, rs in variants.items()}
+        alone = variants["alone"]
+        rows.append(
+            {
+                "workload": workload,
+                "index": index,
+                "tokens": len(alone[0]["tokens"]),
+                "earlier / alone": [a / b for a, b in zip(speed["earlier"], speed["alone"])],
+                "earlier / prompt only": [a / b for a, b in zip(speed["earlier"], speed["prompt only"])],
+                "prompt only / alone": [a / b for a, b in zip(speed["prompt only"], speed["alone"])],
+                "accepted prompt only": statistics.mean(
+                    r["accepted_per_verification"] for r in variants["prompt only"]
+                ),
+                "accepted earlier": statistics.mean(r["accepted_per_verification"] for r in variants["earlier"]),
+                # a round's lookup against a step of the target alone (its seconds per token)
+                "lookup share": statistics.mean(r["propose_seconds"] for r in variants["earlier"])
+                / statistics.mean(r["seconds"] / max(len(r["tokens"]), 1) for r in alone),
+                "identical": all(r["tokens"] == alone[0]["tokens"] for rs in variants.values() for r in rs),
+            }
+        )
+    return rows
+
+
+def markdown(results: dict) -> str:
+    machine, rows = results["machine"], analyse(results)
+    lines = [
+        "# Prompt lookup over earlier generations",
+        "",
+        f"`{machine['command']}` on {machine['date']}: {machine['device']}, {machine['threads']} thread(s), torch"
+        f" {machine['torch']}, {machine['repeats']} repeats, up to {machine['new_tokens']} new tokens, greedy."
+        " SmolLM2-135M-Instruct, float32, through one `LLM`.",
+        "",
+        "Per request, in the order sent: tokens/s ratios paired repeat by repeat, median (quartiles). earlier: lookup"
+        " in the prompt, the answer and the earlier generations of the repeat (`prompt_lookup=True`); prompt only:"
+        " `lookup_cache_tokens=0`; alone: the target alone. Accepted per verification: the mean accepted tokens per"
+        " round that verified looked-up tokens. Lookup / step: the seconds of a round's lookup over the seconds per"
+        " token of the target alone.",
+    ]
+    for workload in dict.fromkeys(row["workload"] for row in rows):
+        lines += ["", f"## {workload}", ""]
+        lines += [
+            "| # | tokens | earlier / prompt only | earlier / alone | prompt only / alone | accepted per verification:"
+            " prompt only, earlier | lookup / step | identical |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        selected = [row for row in rows if row["workload"] == workload]
+        for row in selected:
+            lines.append(
+                f"| {row['index'] + 1} | {row['tokens']} | {summary(row['earlier / prompt only'])} |"
+                f" {summary(row['earlier / alone'])} | {summary(row['prompt only / alone'])} |"
+                f" {row['accepted prompt only']:.2f}, {row['accepted earlier']:.2f} | {row['lookup share']:.1%} |"
+                f" {'yes' if row['identical'] else '**no**'} |"
+            )
+        later = [statistics.median(row["earlier / prompt only"]) for row in selected[2:]]
+        later_alone = [statistics.median(row["earlier / alone"]) for row in selected[2:]]
+        if later:
+            lines += [
+                "",
+                f"From the third request on: earlier / prompt only median {statistics.median(later):.2f}, lowest"
+                f" {min(later):.2f}; earlier / alone median {statistics.median(later_alone):.2f}, lowest"
+                f" {min(later_alone):.2f}.",
+            ]
+    lines += ["", f"Memory of the cache at the end: {results['bytes_per_token']:.0f} bytes per stored token."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
+    parser.add_argument("--quick", action="store_true", help="two requests of two workloads, 12 new tokens, one repeat")
+    parser.add_argument("--report", action="store_true", help="only write OUT/lookup_workload.md from its .json again")
+    args = parser.parse_args()
+    if args.report:
+        results = json.loads((args.out / "lookup_workload.json").read_text())
+        (args.out / "lookup_workload.md").write_text(markdown(results))
+        return 0
+    if args.quick:
+        args.repeats, args.new_tokens = 1, 12
+    torch.set_num_threads(args.threads)
+    llm = LLM.load(str(smollm2.make_checkpoint(ROOT / "build" / "smollm2")), distribute=None)
+    llm.distribute(accelerator="cpu", precision="32-true")
+    loads = workloads(args.quick)
+    records, cache = measure(llm, loads, args.new_tokens, args.repeats)
+    machine = {
+        "date": datetime.date.today().isoformat(),
+        "device": platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "new_tokens": args.new_tokens,
+        "command": " ".join(["python", "benchmarks/lookup_workload.py", *sys.argv[1:]]),
+    }
+    results = {
+        "machine": machine,
+        "workloads": loads,
+        "records": records,
+        "bytes_per_token": cache_bytes_per_token(cache),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "lookup_workload.json").write_text(json.dumps(results, indent=1))
+    (args.out / "lookup_workload.md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
