@@ -183,9 +183,48 @@ def serve_rows() -> list[tuple[str, str, str, str]]:
     ]
 
 
+def lookup_workload_rows() -> list[tuple[str, str, str, str]]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import lookup_workload
+
+    results = load("lookup_workload.json")
+    machine = f"CPU, {results['machine']['threads']} thread(s), {results['machine']['date']}"
+    command = f"`{results['machine']['command']}`"
+    rows = lookup_workload.analyse(results)
+    repetitive = [r for r in rows if r["index"] >= 2 and r["workload"] != "unrelated requests"]
+    unrelated = [r for r in rows if r["workload"] == "unrelated requests"]
+    identical = sum(r["identical"] for r in rows)
+
+    def cell(selected: list[dict], field: str, which: str = "median") -> str:
+        values = [statistics.median(r[field]) for r in selected]
+        value = statistics.median(values) if which == "median" else min(values)
+        return f"**{value:.2f}×** ({which}; requests {min(values):.2f}–{max(values):.2f})"
+
+    names = ", ".join(dict.fromkeys(r["workload"] for r in repetitive))
+    return [
+        (
+            f"`prompt_lookup=True` looking up earlier generations, sequences of requests of one kind ({names};"
+            " from the third request on) through one `LLM`: tokens/s over prompt-only lookup"
+            f" (`lookup_cache_tokens=0`), and over the target alone; {identical} of {len(rows)} requests' outputs"
+            " equal the target alone's",
+            f"{cell(repetitive, 'earlier / prompt only')}; over alone {cell(repetitive, 'earlier / alone')}",
+            command,
+            machine,
+        ),
+        (
+            "The same, unrelated requests in a row (the prompt lookup tasks and the README's former first example)",
+            f"over prompt-only {cell(unrelated, 'earlier / prompt only', 'lowest')}; over alone"
+            f" {cell(unrelated, 'earlier / alone', 'lowest')}",
+            command,
+            machine,
+        ),
+    ]
+
+
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
-    for row in prompt_lookup_rows() + serve_rows() + draft_model_rows() + compile_rows() + precision_rows():
+    rows = prompt_lookup_rows() + lookup_workload_rows() + serve_rows()
+    for row in rows + draft_model_rows() + compile_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
