@@ -30,6 +30,8 @@ import torch
 from litgpt import LLM
 from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
 
+from report import summary
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import smollm2  # noqa: E402
@@ -131,13 +133,6 @@ def cache_bytes_per_token(cache: LookupCache) -> float:
     memory, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return memory / max(len(rebuilt), 1)
-
-
-def summary(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.2f}"
-    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return f"{median:.2f} ({q1:.2f}–{q3:.2f})"
 
 
 def analyse(results: dict) -> list[dict]:

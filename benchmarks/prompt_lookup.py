@@ -29,6 +29,7 @@ import torch
 
 import pairs
 import timing
+from report import summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "demo"))
@@ -124,13 +125,6 @@ def measure(runners: dict, counters: dict, prompts: dict, new_tokens: int, repea
 
 def paired(entry: dict, baseline: dict) -> list[float]:
     return [a / b for a, b in zip(entry["tokens_per_s"], baseline["tokens_per_s"])]
-
-
-def summary(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.2f}"
-    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return f"{median:.2f} ({q1:.2f}–{q3:.2f})"
 
 
 def markdown(results: dict, machine: dict) -> str:

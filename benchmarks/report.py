@@ -71,6 +71,14 @@ def paired_ratios(pair: dict, what: str, prefix: str = "") -> list[float] | None
     return [h / a for h, a in zip(held_out, pair[f"{prefix}{what}"]["seconds_per_token"])]
 
 
+def summary(values: list[float]) -> str:
+    """Paired ratios or speeds over repeats as "median (quartiles)", or the one value of a single repeat."""
+    if len(values) < 2:
+        return f"{values[0]:.2f}"
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{median:.2f} ({q1:.2f}–{q3:.2f})"
+
+
 def _median_and_quartiles(values: list[float] | None) -> str:
     if not values:
         return "–"

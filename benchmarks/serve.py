@@ -32,6 +32,8 @@ import requests
 import torch
 from litgpt import LLM
 
+from report import summary
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import litgpt_server  # noqa: E402
@@ -137,13 +139,6 @@ def per_batch(records: list[dict], field: str) -> dict[tuple, float]:
         for key, values in means.items()
         if key[3] == "alone"
     }
-
-
-def summary(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.2f}"
-    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return f"{median:.2f} ({q1:.2f}–{q3:.2f})"
 
 
 def analyse(results: dict) -> dict:
