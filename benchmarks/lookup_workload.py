@@ -1,6 +1,6 @@
-"""Prompt lookup over earlier generations: sequences of requests through one `LLM`.
+"""Prompt lookup over earlier generations: sequences of requests through one `LLM`, or through `litgpt serve`.
 
-    python benchmarks/lookup_workload.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+    python benchmarks/lookup_workload.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu] [--server]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, through `LLM.generate`. The
 workloads of benchmarks/lookup_workloads.json are sent in order: repetitive ones (requests of one kind whose answers
@@ -12,6 +12,12 @@ of the repeat generated: each repeat starts from an empty cache). Ratios of toke
 Also per request: the accepted tokens per verification, the lookup's seconds per round (`PromptLookup.propose`)
 against the seconds per token of the target alone, whether the outputs equal the target alone's; and at the end the
 memory of the cache per stored token (tracemalloc, rebuilt from what it held).
+
+With `--server`, the same requests go to three `litgpt serve --openai_spec true` servers of the checkpoint, one per
+way (`--prompt_lookup true`, with `--lookup_cache_tokens 0` for prompt only), restarted for each repeat so that the
+cache starts empty, with the `openai` client (not streamed): tokens/s are completion tokens over the client's latency,
+the accepted tokens per verification come from each server's `/metrics` before and after the request, and the answers
+must equal the answers of the server without lookup. Each server first answers "Hi" (2 tokens, not measured).
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ import json
 import platform
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
+import openai
+import requests
 import torch
 from litgpt import LLM
 from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
@@ -34,6 +43,7 @@ from report import summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import litgpt_server  # noqa: E402
 import smollm2  # noqa: E402
 
 WORKLOADS = ROOT / "benchmarks" / "lookup_workloads.json"
@@ -42,6 +52,11 @@ VARIANTS = {
     "alone": {},
     "prompt only": {"prompt_lookup": True, "lookup_cache_tokens": 0},
     "earlier": {"prompt_lookup": True},
+}
+SERVER_OPTIONS = {
+    "alone": [],
+    "prompt only": ["--prompt_lookup", "true", "--lookup_cache_tokens", "0"],
+    "earlier": ["--prompt_lookup", "true"],
 }
 
 
@@ -117,6 +132,81 @@ def measure(llm: LLM, loads: list[dict], new_tokens: int, repeats: int) -> tuple
     return records, cache
 
 
+def spec_decode_counts(server: litgpt_server.Server) -> tuple[float, float]:
+    """The server's rounds that verified proposed tokens, and its accepted tokens, so far (from `/metrics`)."""
+    values = {}
+    for line in requests.get(f"{server.url}/metrics", timeout=60).text.splitlines():
+        if line.startswith("litgpt:spec_decode_num_"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values.get("litgpt:spec_decode_num_drafts_total", 0.0), values.get(
+        "litgpt:spec_decode_num_accepted_tokens_total", 0.0
+    )
+
+
+def serve_request(server: litgpt_server.Server, prompt: str, new_tokens: int, variant: str) -> dict:
+    """One chat request, not streamed: its answer, completion tokens, latency and accepted tokens per verification."""
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not needed", max_retries=0, timeout=3600)
+    drafts, accepted = spec_decode_counts(server)
+    start = time.perf_counter()
+    answer = client.chat.completions.create(
+        model="SmolLM2-135M-Instruct",
+        messages=[{"role": "user", "content": prompt}],
+        temperature=0,
+        max_tokens=new_tokens,
+    )
+    seconds = time.perf_counter() - start
+    drafts_after, accepted_after = spec_decode_counts(server)
+    rounds = drafts_after - drafts
+    return {
+        "variant": variant,
+        "seconds": seconds,
+        "text": answer.choices[0].message.content,
+        "completion_tokens": answer.usage.completion_tokens,
+        "rounds": rounds,
+        "accepted_per_verification": (accepted_after - accepted) / rounds if rounds else 0.0,
+    }
+
+
+def measure_served(checkpoint_dir: Path, loads: list[dict], new_tokens: int, repeats: int, threads: int) -> list[dict]:
+    options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "3600"]
+    options += ["--max_new_tokens", str(new_tokens)]
+    records, turn = [], 0
+    for repeat in range(repeats):
+        configurations = [(checkpoint_dir, [*options, *SERVER_OPTIONS[variant]]) for variant in VARIANTS]
+        with (
+            tempfile.TemporaryDirectory() as log_dir,
+            litgpt_server.serving(
+                *configurations, log_dir=Path(log_dir), env={"OMP_NUM_THREADS": str(threads)}
+            ) as started,
+        ):
+            servers = dict(zip(VARIANTS, started))
+            for variant, server in servers.items():  # the first request of a server is slower: not measured
+                serve_request(server, "Hi", 2, variant)
+            for load in loads:
+                for index, prompt in enumerate(load["prompts"]):
+                    order = list(VARIANTS)[turn % 3 :] + list(VARIANTS)[: turn % 3]
+                    turn += 1
+                    for variant in order:
+                        record = serve_request(servers[variant], prompt, new_tokens, variant)
+                        records.append({"repeat": repeat, "workload": load["name"], "index": index, **record})
+                    print(
+                        f"repeat {repeat + 1}/{repeats} {load['name']} #{index + 1}: "
+                        + ", ".join(f"{r['variant']} {speed(r):.1f} tok/s" for r in records[-3:]),
+                        flush=True,
+                    )
+    return records
+
+
+def token_count(record: dict) -> int:
+    """The tokens a request generated: counted by the server, or those `LLM.generate` returned."""
+    return record["completion_tokens"] if "completion_tokens" in record else len(record["tokens"])
+
+
+def speed(record: dict) -> float:
+    return token_count(record) / record["seconds"]
+
+
 def cache_bytes_per_token(cache: LookupCache) -> float:
     """The memory of a cache holding what `cache` holds, per stored token."""
     generations, current = [], []
@@ -142,24 +232,27 @@ def analyse(results: dict) -> list[dict]:
         by_request.setdefault((r["workload"], r["index"]), {}).setdefault(r["variant"], []).append(r)
     rows = []
     for (workload, index), variants in by_request.items():
-        speed = {v: [len(r["tokens"]) / r["seconds"] for r in rs] for v, rs in variants.items()}
+        speeds = {v: [speed(r) for r in rs] for v, rs in variants.items()}
         alone = variants["alone"]
+        output = "text" if "text" in alone[0] else "tokens"
         rows.append(
             {
                 "workload": workload,
                 "index": index,
-                "tokens": len(alone[0]["tokens"]),
-                "earlier / alone": [a / b for a, b in zip(speed["earlier"], speed["alone"])],
-                "earlier / prompt only": [a / b for a, b in zip(speed["earlier"], speed["prompt only"])],
-                "prompt only / alone": [a / b for a, b in zip(speed["prompt only"], speed["alone"])],
+                "tokens": token_count(alone[0]),
+                "earlier / alone": [a / b for a, b in zip(speeds["earlier"], speeds["alone"])],
+                "earlier / prompt only": [a / b for a, b in zip(speeds["earlier"], speeds["prompt only"])],
+                "prompt only / alone": [a / b for a, b in zip(speeds["prompt only"], speeds["alone"])],
                 "accepted prompt only": statistics.mean(
                     r["accepted_per_verification"] for r in variants["prompt only"]
                 ),
                 "accepted earlier": statistics.mean(r["accepted_per_verification"] for r in variants["earlier"]),
-                # a round's lookup against a step of the target alone (its seconds per token)
+                # a round's lookup against a step of the target alone (its seconds per token), not timed in a server
                 "lookup share": statistics.mean(r["propose_seconds"] for r in variants["earlier"])
-                / statistics.mean(r["seconds"] / max(len(r["tokens"]), 1) for r in alone),
-                "identical": all(r["tokens"] == alone[0]["tokens"] for rs in variants.values() for r in rs),
+                / statistics.mean(r["seconds"] / max(token_count(r), 1) for r in alone)
+                if "propose_seconds" in alone[0]
+                else None,
+                "identical": all(r[output] == alone[0][output] for rs in variants.values() for r in rs),
             }
         )
     return rows
@@ -172,7 +265,12 @@ def markdown(results: dict) -> str:
         "",
         f"`{machine['command']}` on {machine['date']}: {machine['device']}, {machine['threads']} thread(s), torch"
         f" {machine['torch']}, {machine['repeats']} repeats, up to {machine['new_tokens']} new tokens, greedy."
-        " SmolLM2-135M-Instruct, float32, through one `LLM`.",
+        " SmolLM2-135M-Instruct, float32, "
+        + (
+            "through three `litgpt serve --openai_spec true` servers, one per way, restarted per repeat."
+            if machine.get("server")
+            else "through one `LLM`."
+        ),
         "",
         "Per request, in the order sent: tokens/s ratios paired repeat by repeat, median (quartiles). earlier: lookup"
         " in the prompt, the answer and the earlier generations of the repeat (`prompt_lookup=True`); prompt only:"
@@ -192,7 +290,8 @@ def markdown(results: dict) -> str:
             lines.append(
                 f"| {row['index'] + 1} | {row['tokens']} | {summary(row['earlier / prompt only'])} |"
                 f" {summary(row['earlier / alone'])} | {summary(row['prompt only / alone'])} |"
-                f" {row['accepted prompt only']:.2f}, {row['accepted earlier']:.2f} | {row['lookup share']:.1%} |"
+                f" {row['accepted prompt only']:.2f}, {row['accepted earlier']:.2f} |"
+                f" {'-' if row['lookup share'] is None else format(row['lookup share'], '.1%')} |"
                 f" {'yes' if row['identical'] else '**no**'} |"
             )
         later = [statistics.median(row["earlier / prompt only"]) for row in selected[2:]]
@@ -204,7 +303,8 @@ def markdown(results: dict) -> str:
                 f" {min(later):.2f}; earlier / alone median {statistics.median(later_alone):.2f}, lowest"
                 f" {min(later_alone):.2f}.",
             ]
-    lines += ["", f"Memory of the cache at the end: {results['bytes_per_token']:.0f} bytes per stored token."]
+    if "bytes_per_token" in results:
+        lines += ["", f"Memory of the cache at the end: {results['bytes_per_token']:.0f} bytes per stored token."]
     return "\n".join(lines) + "\n"
 
 
@@ -215,19 +315,29 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
     parser.add_argument("--quick", action="store_true", help="two requests of two workloads, 12 new tokens, one repeat")
-    parser.add_argument("--report", action="store_true", help="only write OUT/lookup_workload.md from its .json again")
+    parser.add_argument("--server", action="store_true", help="through litgpt serve: OUT/lookup_workload_serve.*")
+    parser.add_argument(
+        "--report", action="store_true", help="only write the .md of OUT's results from the .json again"
+    )
     args = parser.parse_args()
+    name = "lookup_workload_serve" if args.server else "lookup_workload"
     if args.report:
-        results = json.loads((args.out / "lookup_workload.json").read_text())
-        (args.out / "lookup_workload.md").write_text(markdown(results))
+        results = json.loads((args.out / f"{name}.json").read_text())
+        (args.out / f"{name}.md").write_text(markdown(results))
         return 0
     if args.quick:
         args.repeats, args.new_tokens = 1, 12
     torch.set_num_threads(args.threads)
-    llm = LLM.load(str(smollm2.make_checkpoint(ROOT / "build" / "smollm2")), distribute=None)
-    llm.distribute(accelerator="cpu", precision="32-true")
+    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     loads = workloads(args.quick)
-    records, cache = measure(llm, loads, args.new_tokens, args.repeats)
+    results = {}
+    if args.server:
+        records = measure_served(checkpoint_dir, loads, args.new_tokens, args.repeats, args.threads)
+    else:
+        llm = LLM.load(str(checkpoint_dir), distribute=None)
+        llm.distribute(accelerator="cpu", precision="32-true")
+        records, cache = measure(llm, loads, args.new_tokens, args.repeats)
+        results["bytes_per_token"] = cache_bytes_per_token(cache)
     machine = {
         "date": datetime.date.today().isoformat(),
         "device": platform.processor() or "cpu",
@@ -235,17 +345,13 @@ def main() -> int:
         "threads": args.threads,
         "repeats": args.repeats,
         "new_tokens": args.new_tokens,
+        "server": args.server,
         "command": " ".join(["python", "benchmarks/lookup_workload.py", *sys.argv[1:]]),
     }
-    results = {
-        "machine": machine,
-        "workloads": loads,
-        "records": records,
-        "bytes_per_token": cache_bytes_per_token(cache),
-    }
+    results = {"machine": machine, "workloads": loads, "records": records, **results}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "lookup_workload.json").write_text(json.dumps(results, indent=1))
-    (args.out / "lookup_workload.md").write_text(markdown(results))
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (args.out / f"{name}.md").write_text(markdown(results))
     print(markdown(results))
     return 0
 

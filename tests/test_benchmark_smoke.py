@@ -174,3 +174,25 @@ def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path):
     (tmp_path / "lookup_workload.md").unlink()
     run("lookup_workload.py", "--report", "--out", str(tmp_path))
     assert (tmp_path / "lookup_workload.md").read_text() == md
+
+
+def test_lookup_workload_benchmark_through_the_server_quick(tmp_path):
+    run("lookup_workload.py", "--quick", "--server", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "lookup_workload_serve.json").read_text())
+    records = results["records"]
+    assert [(r["workload"], r["index"]) for r in records[::3]] == [
+        ("JSON records", 0),
+        ("JSON records", 1),
+        ("unrelated requests", 0),
+        ("unrelated requests", 1),
+    ]
+    assert all(0 < r["completion_tokens"] <= 12 and r["seconds"] > 0 and r["text"] for r in records)
+    # the servers with lookup verified proposals (counted in their /metrics), the one without none
+    assert all(r["rounds"] == 0 for r in records if r["variant"] == "alone")
+    assert any(r["rounds"] > 0 for r in records if r["variant"] != "alone")
+    md = (tmp_path / "lookup_workload_serve.md").read_text()
+    assert "litgpt serve" in md and "## unrelated requests" in md and "| **no** |" not in md
+
+    (tmp_path / "lookup_workload_serve.md").unlink()
+    run("lookup_workload.py", "--server", "--report", "--out", str(tmp_path))
+    assert (tmp_path / "lookup_workload_serve.md").read_text() == md
