@@ -183,11 +183,11 @@ def serve_rows() -> list[tuple[str, str, str, str]]:
     ]
 
 
-def lookup_workload_rows() -> list[tuple[str, str, str, str]]:
+def lookup_workload_rows(name: str = "lookup_workload") -> list[tuple[str, str, str, str]]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import lookup_workload
 
-    results = load("lookup_workload.json")
+    results = load(f"{name}.json")
     machine = f"CPU, {results['machine']['threads']} thread(s), {results['machine']['date']}"
     command = f"`{results['machine']['command']}`"
     rows = lookup_workload.analyse(results)
@@ -201,12 +201,23 @@ def lookup_workload_rows() -> list[tuple[str, str, str, str]]:
         return f"**{value:.2f}×** ({which}; requests {min(values):.2f}–{max(values):.2f})"
 
     names = ", ".join(dict.fromkeys(r["workload"] for r in repetitive))
-    return [
-        (
+    if results["machine"].get("server"):
+        what = (
+            "`litgpt serve --openai_spec true --prompt_lookup true` looking up the worker's earlier answers, the same"
+            f" sequences ({names}; from the third request on) sent with the `openai` client: tokens/s over"
+            f" `--lookup_cache_tokens 0`, and over the server without lookup; {identical} of {len(rows)} requests'"
+            " answers equal the server without lookup's"
+        )
+    else:
+        what = (
             f"`prompt_lookup=True` looking up earlier generations, sequences of requests of one kind ({names};"
             " from the third request on) through one `LLM`: tokens/s over prompt-only lookup"
             f" (`lookup_cache_tokens=0`), and over the target alone; {identical} of {len(rows)} requests' outputs"
-            " equal the target alone's",
+            " equal the target alone's"
+        )
+    return [
+        (
+            what,
             f"{cell(repetitive, 'earlier / prompt only')}; over alone {cell(repetitive, 'earlier / alone')}",
             command,
             machine,
@@ -223,7 +234,7 @@ def lookup_workload_rows() -> list[tuple[str, str, str, str]]:
 
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
-    rows = prompt_lookup_rows() + lookup_workload_rows() + serve_rows()
+    rows = prompt_lookup_rows() + lookup_workload_rows() + lookup_workload_rows("lookup_workload_serve") + serve_rows()
     for row in rows + draft_model_rows() + compile_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
