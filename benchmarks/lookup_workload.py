@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import openai
@@ -110,25 +111,37 @@ def run(llm: LLM, prompt: str, new_tokens: int, variant: str, cache: LookupCache
     return record, llm.lookup_cache if variant == "earlier" else cache
 
 
-def measure(llm: LLM, loads: list[dict], new_tokens: int, repeats: int) -> tuple[list[dict], LookupCache]:
+def one_repeat(loads: list[dict], repeat: int, repeats: int, request: Callable[[str, str], dict]) -> list[dict]:
+    """The requests of `loads` in order, each sent the three ways in an order that rotates from request to request
+    (and on across repeats), as `request(prompt, variant)` records them."""
     records = []
+    turn = repeat * sum(len(load["prompts"]) for load in loads)
+    for load in loads:
+        for index, prompt in enumerate(load["prompts"]):
+            order = list(VARIANTS)[turn % 3 :] + list(VARIANTS)[: turn % 3]
+            turn += 1
+            for variant in order:
+                records.append({"repeat": repeat, "workload": load["name"], "index": index, **request(prompt, variant)})
+            print(
+                f"repeat {repeat + 1}/{repeats} {load['name']} #{index + 1}: "
+                + ", ".join(f"{r['variant']} {speed(r):.1f} tok/s" for r in records[-3:]),
+                flush=True,
+            )
+    return records
+
+
+def measure(llm: LLM, loads: list[dict], new_tokens: int, repeats: int) -> tuple[list[dict], LookupCache]:
+    records, cache = [], None
     llm.generate(loads[0]["prompts"][0], max_new_tokens=8, prompt_lookup=True, lookup_cache_tokens=0)  # warm-up
-    turn = 0
+
+    def request(prompt: str, variant: str) -> dict:
+        nonlocal cache
+        record, cache = run(llm, prompt, new_tokens, variant, cache)
+        return record
+
     for repeat in range(repeats):
         cache = None  # each repeat starts from an empty cache
-        for load in loads:
-            for index, prompt in enumerate(load["prompts"]):
-                order = list(VARIANTS)[turn % 3 :] + list(VARIANTS)[: turn % 3]
-                turn += 1
-                for variant in order:
-                    record, cache = run(llm, prompt, new_tokens, variant, cache)
-                    records.append({"repeat": repeat, "workload": load["name"], "index": index, **record})
-                line = {r["variant"]: r for r in records[-3:]}
-                print(
-                    f"repeat {repeat + 1}/{repeats} {load['name']} #{index + 1}: "
-                    + ", ".join(f"{v} {len(r['tokens']) / r['seconds']:.1f} tok/s" for v, r in line.items()),
-                    flush=True,
-                )
+        records += one_repeat(loads, repeat, repeats, request)
     return records, cache
 
 
@@ -171,7 +184,7 @@ def serve_request(server: litgpt_server.Server, prompt: str, new_tokens: int, va
 def measure_served(checkpoint_dir: Path, loads: list[dict], new_tokens: int, repeats: int, threads: int) -> list[dict]:
     options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "3600"]
     options += ["--max_new_tokens", str(new_tokens)]
-    records, turn = [], 0
+    records = []
     for repeat in range(repeats):
         configurations = [(checkpoint_dir, [*options, *SERVER_OPTIONS[variant]]) for variant in VARIANTS]
         with (
@@ -183,18 +196,12 @@ def measure_served(checkpoint_dir: Path, loads: list[dict], new_tokens: int, rep
             servers = dict(zip(VARIANTS, started))
             for variant, server in servers.items():  # the first request of a server is slower: not measured
                 serve_request(server, "Hi", 2, variant)
-            for load in loads:
-                for index, prompt in enumerate(load["prompts"]):
-                    order = list(VARIANTS)[turn % 3 :] + list(VARIANTS)[: turn % 3]
-                    turn += 1
-                    for variant in order:
-                        record = serve_request(servers[variant], prompt, new_tokens, variant)
-                        records.append({"repeat": repeat, "workload": load["name"], "index": index, **record})
-                    print(
-                        f"repeat {repeat + 1}/{repeats} {load['name']} #{index + 1}: "
-                        + ", ".join(f"{r['variant']} {speed(r):.1f} tok/s" for r in records[-3:]),
-                        flush=True,
-                    )
+            records += one_repeat(
+                loads,
+                repeat,
+                repeats,
+                lambda prompt, variant: serve_request(servers[variant], prompt, new_tokens, variant),
+            )
     return records
 
 

@@ -25,6 +25,12 @@ def load(name: str) -> dict:
     return json.loads((RESULTS / name).read_text())
 
 
+def provenance(results: dict) -> tuple[str, str]:
+    """The command and the machine columns of a results file that records its command and threads."""
+    machine = results["machine"]
+    return f"`{machine['command']}`", f"CPU, {machine['threads']} thread(s), {machine['date']}"
+
+
 def quartiles(values: list[float]) -> str:
     q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return f"**{median:.2f}×** (quartiles {q1:.2f}–{q3:.2f})"
@@ -32,8 +38,7 @@ def quartiles(values: list[float]) -> str:
 
 def prompt_lookup_rows() -> list[tuple[str, str, str, str]]:
     results = load("prompt_lookup.json")
-    machine = f"CPU, {results['machine']['threads']} thread(s), {results['machine']['date']}"
-    command = f"`{results['machine']['command']}`"
+    command, machine = provenance(results)
 
     def per_task(kind: str, variant: str, baseline: str) -> list[float]:
         return [
@@ -141,8 +146,7 @@ def serve_rows() -> list[tuple[str, str, str, str]]:
     import serve
 
     results = load("serve.json")
-    machine = f"CPU, {results['machine']['threads']} thread(s), {results['machine']['date']}"
-    command = f"`{results['machine']['command']}`"
+    command, machine = provenance(results)
     analysis = serve.analyse(results)
 
     def medians(clients: int, kind: str, field: str) -> list[float]:
@@ -188,8 +192,7 @@ def lookup_workload_rows(name: str = "lookup_workload") -> list[tuple[str, str, 
     import lookup_workload
 
     results = load(f"{name}.json")
-    machine = f"CPU, {results['machine']['threads']} thread(s), {results['machine']['date']}"
-    command = f"`{results['machine']['command']}`"
+    command, machine = provenance(results)
     rows = lookup_workload.analyse(results)
     repetitive = [r for r in rows if r["index"] >= 2 and r["workload"] != "unrelated requests"]
     unrelated = [r for r in rows if r["workload"] == "unrelated requests"]
