@@ -23,7 +23,7 @@ import random
 import statistics
 import sys
 
-from litgpt.generate.speculative_decoding import AutoSpeculativeK
+from litgpt.generate.auto_speculative_k import AutoSpeculativeK
 
 
 @dataclasses.dataclass(frozen=True)

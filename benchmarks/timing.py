@@ -65,7 +65,10 @@ def compile_like_the_cli(speculative: ModuleType, base: ModuleType) -> None:
     base.next_token = torch.compile(base.next_token, mode="reduce-overhead")
     speculative.next_token = torch.compile(speculative.next_token, mode="reduce-overhead")
     speculative.sample_next_token = speculative._compile_with_static_shapes(speculative.sample_next_token)
-    speculative.target_distributions = speculative._compile_with_static_shapes(speculative.target_distributions)
+    # verification, in a copy of its module too, which the copy of speculative_decoding then verifies with
+    sampling = load_module_copy(Path(speculative.speculative_sampling.__file__), f"{speculative.__name__}_sampling")
+    sampling.target_distributions = speculative._compile_with_static_shapes(sampling.target_distributions)
+    speculative.verify = sampling.verify
 
 
 @torch.inference_mode()

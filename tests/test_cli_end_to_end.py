@@ -142,8 +142,8 @@ def test_auto_speculative_k_continues_from_sample_to_sample(different_pair, monk
 
 
 def test_later_samples_look_up_the_earlier_samples_outputs(different_pair, monkeypatch):
-    # in the process, to see what litgpt generate's main() passes to generate() for each of --num_samples
-    import litgpt.generate.base as base
+    # in the process, to see what `litgpt generate` passes to generate() for each of --num_samples
+    from litgpt.__main__ import generate_fn
     from litgpt.generate import speculative_decoding
 
     _, target = different_pair
@@ -156,7 +156,7 @@ def test_later_samples_look_up_the_earlier_samples_outputs(different_pair, monke
         return out
 
     monkeypatch.setattr(speculative_decoding, "generate", generate)
-    base.main(
+    generate_fn(
         target, "a small alpaca runs in the field", max_new_tokens=30, temperature=0.0, precision="32-true",
         prompt_lookup=True, num_samples=2,
     )  # fmt: skip
@@ -181,9 +181,9 @@ COUNT_GRAPHS = """
 import sys
 from pathlib import Path
 from torch._dynamo.utils import counters
-import litgpt.generate.base as base
-base.main(Path(sys.argv[1]), sys.argv[2], max_new_tokens=20, temperature=0.0, precision="32-true", compile=True,
-          prompt_lookup=True, num_samples=2)
+from litgpt.__main__ import generate_fn  # what `litgpt generate` runs
+generate_fn(Path(sys.argv[1]), sys.argv[2], max_new_tokens=20, temperature=0.0, precision="32-true", compile=True,
+            prompt_lookup=True, num_samples=2)
 print("GRAPHS", counters["stats"]["unique_graphs"])
 """
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litgpt import GPT, Config
 from litgpt.generate import base
+from litgpt.generate.auto_speculative_k import AutoPromptLookupK
 from litgpt.generate.prompt_lookup import LookupCache
 from scipy.stats import chisquare
 from torch import nn
@@ -311,7 +312,7 @@ def test_tokens_generated_with_prompt_lookup_follow_target_distribution(
     # proposals of up to 3, 1 and 2 tokens and none, whatever they cost
     script = iter([3, 0, 1, 0, 2, 0, 0] * 1000)
     monkeypatch.setattr(
-        speculative.AutoPromptLookupK,
+        AutoPromptLookupK,
         "choose",
         lambda self, n, probabilities: min(next(script), len(probabilities)),
     )

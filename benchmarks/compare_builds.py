@@ -1,0 +1,176 @@
+"""Two builds of the fork, side by side in one process: the cost of speculative decoding's loop, interleaved and paired.
+
+    python benchmarks/compare_builds.py OLD NEW [--repeats 10] [--out DIR]
+
+OLD and NEW are folders that hold a `litgpt` package (a copy of an installed build's `site-packages/litgpt`, or
+`build/upstream` for the tree being edited). Each is loaded under a name of its own (its imports of `litgpt` renamed),
+so that both run in one process, alternating which goes first, and each ratio NEW / OLD is taken between two runs
+that follow each other. A refactor of the loop should leave them at 1, since the decisions are the same
+(tools/replay_rounds.py checks that); what is left is the loop's own cost.
+
+- The loop alone: milliseconds per round with models that cost nothing (fixed logits over 64 tokens), 256 new tokens:
+  k = 1..8 sampled at temperature 1; `speculative_k="auto"` with a draft whose greedy token is never the target's (it
+  cannot pay: auto soon decodes with the target alone); prompt lookup alone, greedy (long proposals, all accepted).
+- A real loop: greedy time per token on a pythia-160m-shaped target of 8 layers with a 4096-token vocabulary (random
+  weights, 25-40 tokens/s on this machine's CPU, 1 thread): the target alone (`litgpt.generate.base`), k = 4 with a
+  draft that is the target's first layer (alpha = 1, pairs.py), "auto" with an unrelated 1-layer draft (alpha ~ 0),
+  and prompt lookup alone on a prompt that repeats itself; and for each build, "auto" with that draft over the target
+  alone (what a draft that cannot pay costs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import timing  # noqa: E402
+
+
+def load_build(folder: Path, name: str, into: Path):
+    """The `litgpt` package in `folder`, copied to `into/name` with its imports renamed, and imported as `name`."""
+    shutil.copytree(folder / "litgpt", into / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (into / name).rglob("*.py"):
+        source = path.read_text()
+        renamed = re.sub(r"^(\s*)(from|import) litgpt\b", rf"\1\2 {name}", source, flags=re.MULTILINE)
+        renamed = re.sub(r"\blitgpt\.", f"{name}.", renamed)
+        path.write_text(renamed)
+    if str(into) not in sys.path:
+        sys.path.insert(0, str(into))
+    return importlib.import_module(f"{name}.generate.speculative_decoding"), importlib.import_module(
+        f"{name}.generate.base"
+    )
+
+
+def quartiles(values: list[float]) -> str:
+    q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return f"**{median:.3f}** ({q1:.3f}-{q3:.3f})"
+
+
+@torch.inference_mode()
+def loop_rows(builds: dict, repeats: int, new_tokens: int = 256) -> list[dict]:
+    torch.manual_seed(0)
+    logits = torch.randn(64)
+    other = logits.clone()
+    other[logits.argmax()] = logits.min() - 1  # never the target's greedy token
+    draft, sampled, greedy = timing.FixedLogits(logits), timing.FixedLogits(logits.roll(1)), timing.FixedLogits(logits)
+    prompt = torch.tensor([1, 2, 3])
+    cases = {f"k={k}": (draft, sampled, 1.0, k, False) for k in range(1, 9)}
+    cases["auto, no gain"] = (timing.FixedLogits(other), greedy, 0.0, "auto", False)
+    cases["lookup"] = (None, greedy, 0.0, "auto", True)
+    rows = []
+    for case, (drafter, target, temperature, k, lookup) in cases.items():
+        ms = {name: [] for name in builds}
+        for repeat in range(repeats):
+            for name in list(builds)[:: 1 if repeat % 2 == 0 else -1]:
+                torch.manual_seed(repeat)
+                target.calls = 0
+                start = time.perf_counter()
+                builds[name][0].generate(
+                    drafter, target, prompt, prompt.size(0) + new_tokens, temperature=temperature, speculative_k=k,
+                    prompt_lookup=lookup,
+                )  # fmt: skip
+                ms[name].append(1000 * (time.perf_counter() - start) / max(target.calls - 1, 1))
+        ratios = [new / old for old, new in zip(ms["old"], ms["new"])]
+        rows.append({"case": case, "ms_per_round": ms, "new_over_old": ratios})
+    return rows
+
+
+@torch.inference_mode()
+def model_rows(builds: dict, repeats: int, new_tokens: int = 128) -> list[dict]:
+    import pairs
+
+    config = pairs.target_config("pythia-160m", block_size=512, n_layer=8, vocab=4096)
+    draft, target = pairs.controlled_pair(config, torch.device("cpu"), torch.float32)
+    torch.manual_seed(123)
+    unrelated = type(target)(dataclasses.replace(config, n_layer=1)).eval()
+    prompt = torch.randint(0, 4096, (16,))
+    repeating = torch.cat([prompt] * 4)
+
+    def run(name: str, case: str) -> float:
+        sd, base = builds[name]
+        models = {"alone": (target,), "k=4": (draft, target), "auto, no gain": (unrelated, target)}.get(case, (target,))
+        timing.fresh_cache(*models, max_seq_length=512)
+        start = time.perf_counter()
+        if case == "alone":
+            base.generate(target, prompt, prompt.size(0) + new_tokens, temperature=0.0)
+        elif case == "lookup":
+            sd.generate(
+                None, target, repeating, repeating.size(0) + new_tokens, temperature=0.0, speculative_k="auto",
+                prompt_lookup=True,
+            )  # fmt: skip
+        else:
+            k = 4 if case == "k=4" else "auto"
+            sd.generate(models[0], target, prompt, prompt.size(0) + new_tokens, temperature=0.0, speculative_k=k)
+        return (time.perf_counter() - start) / new_tokens
+
+    cases = ["alone", "k=4", "auto, no gain", "lookup"]
+    for name in builds:  # warm-up
+        for case in cases:
+            run(name, case)
+    seconds = {name: {case: [] for case in cases} for name in builds}
+    for repeat in range(repeats):
+        for name in list(builds)[:: 1 if repeat % 2 == 0 else -1]:
+            for case in cases:
+                seconds[name][case].append(run(name, case))
+        print(f"model repeat {repeat + 1}/{repeats}", file=sys.stderr, flush=True)
+    rows = []
+    for case in cases:
+        ratios = [new / old for old, new in zip(seconds["old"][case], seconds["new"][case])]
+        over_alone = {
+            name: [alone / t for alone, t in zip(seconds[name]["alone"], seconds[name][case])] for name in builds
+        }
+        rows.append({"case": case, "seconds_per_token": {n: seconds[n][case] for n in builds}, "new_over_old": ratios,
+                     "speed_over_alone": over_alone})  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="write compare_builds.json and compare_builds.md there")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        builds = {name: load_build(folder.resolve(), f"build_{name}", Path(tmp)) for name, folder in
+                  (("old", args.old), ("new", args.new))}  # fmt: skip
+        loop = loop_rows(builds, repeats=5 * args.repeats)
+        model = model_rows(builds, repeats=args.repeats)
+
+    lines = [f"`{' '.join(['python', *sys.argv])}`", "", "The loop alone (models that cost nothing):", ""]
+    lines += ["| case | ms per round, old | ms per round, new | new / old (median, quartiles) |", "|---|---|---|---|"]
+    for row in loop:
+        old, new = (statistics.median(row["ms_per_round"][n]) for n in ("old", "new"))
+        lines.append(f"| {row['case']} | {old:.3f} | {new:.3f} | {quartiles(row['new_over_old'])} |")
+    lines += ["", "A real loop (8 x 768 target, 1 thread, greedy, 128 new tokens):", "",
+              "| case | time per token new / old (median, quartiles) | speed over the target alone, old | new |",
+              "|---|---|---|---|"]  # fmt: skip
+    for row in model:
+        speeds = {n: quartiles(row["speed_over_alone"][n]) for n in ("old", "new")}
+        lines.append(f"| {row['case']} | {quartiles(row['new_over_old'])} | {speeds['old']} | {speeds['new']} |")
+    print("\n".join(lines))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result = {"command": sys.argv, "threads": args.threads, "loop": loop, "model": model}
+        (args.out / "compare_builds.json").write_text(json.dumps(result) + "\n")
+        (args.out / "compare_builds.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
