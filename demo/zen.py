@@ -102,3 +102,8 @@ def build_zen_pair(root: Path, recipe: dict = RECIPE) -> tuple[Path, Path]:
     recipe_file.write_text(stamp)
     print(f"trained tokenizer and models in {time.perf_counter() - t0:.1f} s, saved under {target_dir.parent}")
     return draft_dir, target_dir
+
+
+if __name__ == "__main__":
+    # the demo's pair, trained once into build/demo (as `python demo/run.py` does), for `make test` to share
+    build_zen_pair(Path(__file__).resolve().parent.parent / "build" / "demo")

@@ -41,9 +41,11 @@ def fork_copy(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory) -> Path:
-    """A fresh demo output folder laid out as in a clone (``build/demo``), with the Zen pair trained once."""
+    """A fresh demo output folder laid out as in a clone (``build/demo``), with the Zen pair trained once: into the
+    checkout's build/demo (which `make test` prepares before its workers start), then copied."""
     import zen
 
     root = tmp_path_factory.mktemp("clone")
-    zen.build_zen_pair(root / "build" / "demo")
+    draft_dir, _ = zen.build_zen_pair(ROOT / "build" / "demo")
+    shutil.copytree(draft_dir.parent, root / "build" / "demo" / "zen")
     return root
