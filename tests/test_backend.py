@@ -112,6 +112,6 @@ def test_offline_wheel_from_local_sdist_is_complete_litgpt(pin, upstream_sdist, 
     fork_requires = {line for line in metadata.splitlines() if line.startswith("Requires-")}
     assert fork_requires - upstream_requires == {
         "Requires-Dist: requests>=2.31",  # patch 0006
-        'Requires-Dist: prometheus-client>=0.20; extra == "extra"',  # patch 0024: litgpt serve's /metrics
+        'Requires-Dist: prometheus-client>=0.20; extra == "extra"',  # patch 0028: litgpt serve's /metrics
     }
     assert upstream_requires - fork_requires == set()

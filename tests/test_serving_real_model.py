@@ -104,3 +104,30 @@ def test_four_concurrent_clients_each_get_their_answer(servers, expected):
     jobs = [(prompt, i % 2 == 0) for i, prompt in enumerate(prompts)]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         assert list(pool.map(answer, jobs)) == [expected[prompt][0] for prompt in prompts]
+
+
+def test_text_parts_a_developer_message_and_an_assistant_turn_without_content_are_read_as_openai_documents(servers):
+    """As SmolLM2's chat template reads them: parts joined with newlines, the developer's message as the system's,
+    an assistant's turn without content as an empty one."""
+    as_strings = [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Name a colour.\nAnd a fruit."},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "Now a number."},
+    ]
+    as_sent = [
+        {"role": "developer", "content": [{"type": "text", "text": "Answer in one word."}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Name a colour."}, {"type": "text", "text": "And a fruit."}],
+        },
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": "Now a number."},
+    ]
+    client = openai.OpenAI(base_url=f"{servers['alone'].url}/v1", api_key="not needed", max_retries=0)
+    answers = [
+        client.chat.completions.create(model="SmolLM2", messages=messages, temperature=0, max_tokens=16)
+        for messages in (as_strings, as_sent)
+    ]
+    assert answers[0].choices[0].message.content == answers[1].choices[0].message.content
+    assert answers[0].usage.prompt_tokens == answers[1].usage.prompt_tokens > 30

@@ -33,6 +33,7 @@ class Server:
     url: str  # http://127.0.0.1:PORT
     process: subprocess.Popen
     log_path: Path
+    headers: dict[str, str]  # the API key, if the server has one (LIT_SERVER_API_KEY)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -40,7 +41,7 @@ class Server:
 
 def start(checkpoint_dir: Path, *options: str, log_path: Path, env: dict[str, str] | None = None) -> Server:
     """Starts `litgpt serve checkpoint_dir *options` without waiting for it (see `wait_until_healthy`), with `env`
-    added to the environment."""
+    added to the environment (LIT_SERVER_API_KEY in it: every route then needs that key in a X-API-Key header)."""
     port = free_port()
     command = [LITGPT, "serve", str(checkpoint_dir), "--port", str(port), *options]
     with open(log_path, "w") as log:
@@ -49,7 +50,8 @@ def start(checkpoint_dir: Path, *options: str, log_path: Path, env: dict[str, st
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})}
         )
-    return Server(f"http://127.0.0.1:{port}", process, log_path)
+    api_key = (env or {}).get("LIT_SERVER_API_KEY")
+    return Server(f"http://127.0.0.1:{port}", process, log_path, {"X-API-Key": api_key} if api_key else {})
 
 
 def wait_until_healthy(server: Server, timeout: float = 600) -> None:
@@ -59,7 +61,7 @@ def wait_until_healthy(server: Server, timeout: float = 600) -> None:
         if server.process.poll() is not None:
             raise RuntimeError(f"litgpt serve exited with {server.process.returncode}:\n{server.log()[-3000:]}")
         with contextlib.suppress(requests.ConnectionError):
-            if requests.get(f"{server.url}/health", timeout=5).status_code == 200:
+            if requests.get(f"{server.url}/health", headers=server.headers, timeout=5).status_code == 200:
                 return
         time.sleep(0.5)
     raise TimeoutError(f"litgpt serve was not healthy after {timeout} s:\n{server.log()[-3000:]}")
