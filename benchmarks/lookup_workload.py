@@ -14,10 +14,12 @@ against the seconds per token of the target alone, whether the outputs equal the
 memory of the cache per stored token (tracemalloc, rebuilt from what it held).
 
 With `--server`, the same requests go to three `litgpt serve --openai_spec true` servers of the checkpoint, one per
-way (`--prompt_lookup true`, with `--lookup_cache_tokens 0` for prompt only), restarted for each repeat so that the
-cache starts empty, with the `openai` client (not streamed): tokens/s are completion tokens over the client's latency,
-the accepted tokens per verification come from each server's `/metrics` before and after the request, and the answers
-must equal the answers of the server without lookup. Each server first answers "Hi" (2 tokens, not measured).
+way (`--prompt_lookup true`, with `--lookup_cache_tokens 0` for prompt only and 65536, the `LLM`'s default, for
+earlier generations), restarted for each repeat so that the cache starts empty, with the `openai` client (not
+streamed, every request with the same `cache_salt`, as one client that shares its answers would send them): tokens/s
+are completion tokens over the client's latency, the accepted tokens per verification come from each server's
+`/metrics` before and after the request, and the answers must equal the answers of the server without lookup. Each
+server first answers "Hi" (2 tokens, not measured).
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ VARIANTS = {
 SERVER_OPTIONS = {
     "alone": [],
     "prompt only": ["--prompt_lookup", "true", "--lookup_cache_tokens", "0"],
-    "earlier": ["--prompt_lookup", "true"],
+    "earlier": ["--prompt_lookup", "true", "--lookup_cache_tokens", "65536"],  # the server's default is 0
 }
+SALT = "benchmark-client"  # the one client's `cache_salt`: its requests share their answers
 
 
 class ProposeTimer:
@@ -167,6 +170,7 @@ def serve_request(server: litgpt_server.Server, prompt: str, new_tokens: int, va
         messages=[{"role": "user", "content": prompt}],
         temperature=0,
         max_tokens=new_tokens,
+        extra_body={"cache_salt": SALT},
     )
     seconds = time.perf_counter() - start
     drafts_after, accepted_after = spec_decode_counts(server)
