@@ -102,8 +102,8 @@ CASES = [
 
 
 def post(url: str, body: object, method: str = "POST", headers: dict | None = None, timeout: float = 60):
-    """Sends `body` (as JSON unless it is bytes) and reads the whole answer, streamed or not. Returns the response and the
-    seconds it took."""
+    """Sends `body` (as JSON unless it is bytes) and reads the whole answer, streamed or not. Returns the response
+    and the seconds it took."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {"Content-Type": "application/json", **(headers or {})}
     start = time.perf_counter()
