@@ -102,12 +102,19 @@ CASES = [
 
 
 def post(url: str, body: object, method: str = "POST", headers: dict | None = None, timeout: float = 60):
-    """Sends `body` (as JSON unless it is bytes) and reads the whole answer, streamed or not. Returns the response
-    and the seconds it took."""
+    """Sends `body` (as JSON unless it is bytes) and reads the whole answer, streamed or not, within `timeout`
+    seconds in all (`requests.Timeout` else: an endless stream is a hang too). Returns the response and the seconds it
+    took."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {"Content-Type": "application/json", **(headers or {})}
     start = time.perf_counter()
-    response = requests.request(method, url, data=data, headers=headers, timeout=timeout)
+    with requests.request(method, url, data=data, headers=headers, timeout=timeout, stream=True) as response:
+        chunks = []
+        for chunk in response.iter_content(chunk_size=None):
+            chunks.append(chunk)
+            if time.perf_counter() - start > timeout:
+                raise requests.Timeout(f"no whole answer after {timeout} s")
+        response._content = b"".join(chunks)  # what `.text` and `.json()` read
     return response, time.perf_counter() - start
 
 
