@@ -14,10 +14,11 @@ PYTHONPATH, "before"):
   streamed or not, one in ten a bad request).
 - dropped streams, on SmolLM2-135M-Instruct (tools/smollm2.py) with `--prompt_lookup true`: 8 clients at once ask
   for 16 tokens, right after 4 clients opened a 256-token stream and went away after its first event, against the
-  same 8 clients with no streams dropped before; interleaved, `--repeats` times. Per client its latency, and the ratio
-  of the two latencies of the same client, repeat by repeat.
+  same 8 clients with no streams dropped before; interleaved, `--repeats` times. The server answers the 8 in turn,
+  in an order that varies, so the i-th answer to come after the drops is paired with the i-th without, repeat by
+  repeat: each ratio says how much later that answer came.
 
-Results go to OUT/serve_hostile.json and OUT/serve_hostile.md.
+Results go to OUT/serve_hostile.json and OUT/serve_hostile.md; `--summarize` writes them again from the JSON.
 """
 
 from __future__ import annotations
@@ -170,7 +171,16 @@ def dropped_streams(server: Restartable, repeats: int) -> dict:
         latencies = {drops: clients_after_drops(server, drops) for drops in order}
         runs.append({"without_drops_s": latencies[0], "after_4_drops_s": latencies[4]})
         time.sleep(2)
-    ratios = [a / b for run in runs for a, b in zip(run["after_4_drops_s"], run["without_drops_s"])]
+    return summarize_drops(runs)
+
+
+def summarize_drops(runs: list[dict]) -> dict:
+    """The latency ratios of the i-th answer after the drops to the i-th without, repeat by repeat."""
+    ratios = [
+        after / without
+        for run in runs
+        for after, without in zip(sorted(run["after_4_drops_s"]), sorted(run["without_drops_s"]))
+    ]
     return {"runs": runs, "ratio_median": statistics.median(ratios), "ratio_max": max(ratios), "ratios": ratios}
 
 
@@ -213,7 +223,8 @@ def markdown(results: dict, command: str) -> str:
     lines = [f"# litgpt serve under hostile clients\n\n`{command}`, {results['date']}, {results['machine']}\n"]
     lines.append(
         "| build | catalog cases answered as expected | generated requests | 5xx | hangs | greedy answer changed "
-        "| RSS after 10 → 1,000 requests | 8 clients after 4 dropped streams, latency ratio (median, max) |"
+        "| RSS after 10 → 1,000 requests "
+        "| 8 clients after 4 dropped streams: latency ratio of the i-th answer (median, max) |"
     )
     lines.append("|---|---|---|---|---|---|---|---|")
     for label, result in results["builds"].items():
@@ -241,7 +252,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=500, help="generated hostile requests per build")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the dropped-streams scenario")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
+    parser.add_argument("--summarize", action="store_true", help="write OUT's report again from its JSON")
     args = parser.parse_args()
+    if args.summarize:
+        results = json.loads((args.out / "serve_hostile.json").read_text())
+        for result in results["builds"].values():
+            result["dropped_streams"] = summarize_drops(result["dropped_streams"]["runs"])
+        (args.out / "serve_hostile.json").write_text(json.dumps(results, indent=1) + "\n")
+        (args.out / "serve_hostile.md").write_text(markdown(results, results["command"]))
+        return
     builds = {"before": args.before, "after": None} if args.before else {"after": None}
     results = {
         "date": datetime.date.today().isoformat(),
