@@ -2,12 +2,16 @@
 PYTHON ?= python
 TREE := build/upstream
 UPSTREAM_TESTS := $(addprefix $(TREE)/tests/,test_generate_speculatively.py test_api_speculative_decoding.py \
-	test_serve.py test_chat.py test_tokenizer.py)
-# upstream's tests in those modules that download from the Hugging Face hub (a deselected name is a prefix of test
+	test_serve.py test_chat.py test_tokenizer.py test_api.py test_utils.py)
+# upstream's tests in those modules that download from the Hugging Face hub or need bitsandbytes (a deselected name is a prefix of test
 # ids); the fixtures they take from upstream's tests/conftest.py, which its sdist lacks, are in ./conftest.py
 UPSTREAM_OFFLINE := $(addprefix --deselect $(TREE)/tests/,test_serve.py::test_simple test_chat.py::test_decode \
 	test_chat.py::test_litgpt_chat_endtoend test_chat.py::test_litgpt_generate_endtoend \
-	test_tokenizer.py::test_tokenizer_against_hf)
+	test_tokenizer.py::test_tokenizer_against_hf \
+	$(addprefix test_api.py::,test_llm_load_random_init test_llm_load_hub_init test_model_not_initialized \
+	test_sequential_tp_cpu test_initialization_for_trainer test_invalid_accelerator test_returned_benchmark_dir \
+	test_state_dict test_save_method test_forward_method test_precision_selection test_quantization_is_applied) \
+	test_utils.py::test_instantiate_bnb_optimizer_with_str test_utils.py::test_instantiate_bnb_optimizer_with_dict)
 # the real model and its 4-block draft (tools/smollm2.py), and the demo's Zen pair, made once before the tests run
 MODELS := build/smollm2/SmolLM2-135M-Instruct-first4/lit_model.pth build/demo/zen/target/lit_model.pth
 # two workers, a test module each at a time (its servers and models are made once), one thread each: two workers
