@@ -1,0 +1,128 @@
+"""A list of prompts through `LLM.generate` at once (continuous batching) against a loop over them, with and without
+prompt lookup.
+
+    python benchmarks/batch_generate.py [--prompts 8] [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+
+SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
+benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Four
+variants, interleaved within each repeat (their order rotates from repeat to repeat): a loop of `llm.generate(prompt)`,
+`llm.generate(prompts)`, and both with `prompt_lookup=True` (`lookup_cache_tokens=0`: each answer looks up its own
+prompt and text only). The speed of a variant is the new tokens of all prompts over the seconds of the whole call or
+loop; ratios are paired repeat by repeat. Every variant's answers must equal the loop's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from litgpt import LLM
+
+from report import summary
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import smollm2  # noqa: E402
+
+TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
+VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup")
+
+
+def run(llm: LLM, variant: str, prompts: list[str], new_tokens: int, batch_size: int) -> tuple[list[list[int]], float]:
+    """The answers (token ids) of one variant and its seconds."""
+    kwargs = dict(max_new_tokens=new_tokens, temperature=0.0, return_as_token_ids=True)
+    if "lookup" in variant:
+        kwargs.update(prompt_lookup=True, lookup_cache_tokens=0)
+    start = time.perf_counter()
+    if variant.startswith("batch"):
+        answers = llm.generate(prompts, max_batch_size=batch_size, **kwargs)
+    else:
+        answers = [llm.generate(prompt, **kwargs) for prompt in prompts]
+    return [answer.tolist() for answer in answers], time.perf_counter() - start
+
+
+def markdown(results: dict) -> str:
+    machine, records = results["machine"], results["records"]
+    speeds = {v: [r["tokens"] / r["seconds"][v] for r in records] for v in VARIANTS}
+    lines = [
+        f"# {machine['prompts']} prompts through `LLM.generate` at once against a loop ({machine['date']})",
+        "",
+        f"`{machine['command']}`: SmolLM2-135M-Instruct, float32, greedy, up to {machine['new_tokens']} new tokens per"
+        f" prompt, {machine['threads']} thread(s), {machine['repeats']} interleaved repeats, {records[0]['tokens']}"
+        f" new tokens in all per variant; median (quartiles) over repeats. Peak RSS {machine['peak_rss_mib']} MiB.",
+        "",
+        "| variant | tokens/s | over the loop (paired) | over the same without lookup (paired) |",
+        "|---|---|---|---|",
+    ]
+    for variant in VARIANTS:
+        over_loop = [s / loop for s, loop in zip(speeds[variant], speeds["loop"])]
+        without = variant.replace(" + lookup", "")
+        over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if without != variant else None
+        lines.append(
+            f"| {variant} | {summary(speeds[variant])} | {summary(over_loop)} |"
+            f" {summary(over_without) if over_without else '—'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
+    parser.add_argument("--quick", action="store_true", help="3 prompts, 8 new tokens, one repeat")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.quick:
+        args.prompts, args.new_tokens, args.repeats = 3, 8, 1
+    prompts = [task["prompt"] for task in json.loads(TASKS.read_text())["tasks"][: args.prompts]]
+    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+    llm = LLM.load(str(checkpoint_dir), distribute=None)
+    llm.distribute(accelerator="cpu", precision="32-true")
+    run(llm, "loop", prompts[:1], 4, 1)  # the first call is slower: not measured
+
+    records = []
+    for repeat in range(args.repeats):
+        order = VARIANTS[repeat % len(VARIANTS) :] + VARIANTS[: repeat % len(VARIANTS)]
+        answers, seconds = {}, {}
+        for variant in order:
+            answers[variant], seconds[variant] = run(llm, variant, prompts, args.new_tokens, args.prompts)
+            print(f"repeat {repeat + 1}: {variant}: {seconds[variant]:.1f} s", file=sys.stderr)
+        for variant in VARIANTS:
+            if answers[variant] != answers["loop"]:
+                raise SystemExit(f"the answers of {variant!r} differ from the loop's")
+        records.append({"seconds": seconds, "tokens": sum(len(answer) for answer in answers["loop"])})
+
+    machine = {
+        "date": datetime.date.today().isoformat(),
+        "device": platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "prompts": args.prompts,
+        "new_tokens": args.new_tokens,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "command": " ".join(["python", "benchmarks/batch_generate.py", *sys.argv[1:]]),
+    }
+    results = {"machine": machine, "records": records}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "batch_generate.json").write_text(json.dumps(results, indent=1))
+    (args.out / "batch_generate.md").write_text(markdown(results))
+    print(markdown(results))
+    ratio = statistics.median(r["seconds"]["loop"] / r["seconds"]["batch"] for r in records)
+    print(f"median batch over loop: {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
