@@ -1,14 +1,16 @@
 """A list of prompts through `LLM.generate` at once (continuous batching) against a loop over them, with and without
-prompt lookup.
+prompt lookup, and with a draft model that cannot pay.
 
     python benchmarks/batch_generate.py [--prompts 8] [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
-benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Four
+benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Five
 variants, interleaved within each repeat (their order rotates from repeat to repeat): a loop of `llm.generate(prompt)`,
-`llm.generate(prompts)`, and both with `prompt_lookup=True` (`lookup_cache_tokens=0`: each answer looks up its own
-prompt and text only). The speed of a variant is the new tokens of all prompts over the seconds of the whole call or
-loop; ratios are paired repeat by repeat. Every variant's answers must equal the loop's.
+`llm.generate(prompts)`, both with `prompt_lookup=True` (`lookup_cache_tokens=0`: each answer looks up its own
+prompt and text only), and the batch with SmolLM2's first 4 blocks as draft model (`speculative_k="auto"`), which
+accepts too few tokens to pay: the batch must choose not to draft. The speed of a variant is the new tokens of all
+prompts over the seconds of the whole call or loop; ratios are paired repeat by repeat. Every variant's answers must
+equal the loop's.
 """
 
 from __future__ import annotations
@@ -30,17 +32,22 @@ from report import summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import layer_draft  # noqa: E402
 import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
-VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup")
+VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup", "batch + draft")
 
 
-def run(llm: LLM, variant: str, prompts: list[str], new_tokens: int, batch_size: int) -> tuple[list[list[int]], float]:
+def run(
+    llm: LLM, draft: LLM, variant: str, prompts: list[str], new_tokens: int, batch_size: int
+) -> tuple[list[list[int]], float]:
     """The answers (token ids) of one variant and its seconds."""
     kwargs = dict(max_new_tokens=new_tokens, temperature=0.0, return_as_token_ids=True)
     if "lookup" in variant:
         kwargs.update(prompt_lookup=True, lookup_cache_tokens=0)
+    if "draft" in variant:
+        kwargs.update(draft_model=draft, speculative_k="auto")
     start = time.perf_counter()
     if variant.startswith("batch"):
         answers = llm.generate(prompts, max_batch_size=batch_size, **kwargs)
@@ -59,12 +66,12 @@ def markdown(results: dict) -> str:
         f" prompt, {machine['threads']} thread(s), {machine['repeats']} interleaved repeats, {records[0]['tokens']}"
         f" new tokens in all per variant; median (quartiles) over repeats. Peak RSS {machine['peak_rss_mib']} MiB.",
         "",
-        "| variant | tokens/s | over the loop (paired) | over the same without lookup (paired) |",
+        "| variant | tokens/s | over the loop (paired) | over the same without lookup or draft (paired) |",
         "|---|---|---|---|",
     ]
     for variant in VARIANTS:
         over_loop = [s / loop for s, loop in zip(speeds[variant], speeds["loop"])]
-        without = variant.replace(" + lookup", "")
+        without = variant.replace(" + lookup", "").replace(" + draft", "")
         over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if without != variant else None
         lines.append(
             f"| {variant} | {summary(speeds[variant])} | {summary(over_loop)} |"
@@ -87,16 +94,18 @@ def main() -> int:
         args.prompts, args.new_tokens, args.repeats = 3, 8, 1
     prompts = [task["prompt"] for task in json.loads(TASKS.read_text())["tasks"][: args.prompts]]
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
-    llm = LLM.load(str(checkpoint_dir), distribute=None)
-    llm.distribute(accelerator="cpu", precision="32-true")
-    run(llm, "loop", prompts[:1], 4, 1)  # the first call is slower: not measured
+    draft_dir = layer_draft.make_draft(checkpoint_dir, 4)  # made once, as `tools/smollm2.py --draft-layers 4` does
+    llm, draft = (LLM.load(str(path), distribute=None) for path in (checkpoint_dir, draft_dir))
+    for model in (llm, draft):
+        model.distribute(accelerator="cpu", precision="32-true")
+    run(llm, draft, "loop", prompts[:1], 4, 1)  # the first call is slower: not measured
 
     records = []
     for repeat in range(args.repeats):
         order = VARIANTS[repeat % len(VARIANTS) :] + VARIANTS[: repeat % len(VARIANTS)]
         answers, seconds = {}, {}
         for variant in order:
-            answers[variant], seconds[variant] = run(llm, variant, prompts, args.new_tokens, args.prompts)
+            answers[variant], seconds[variant] = run(llm, draft, variant, prompts, args.new_tokens, args.prompts)
             print(f"repeat {repeat + 1}: {variant}: {seconds[variant]:.1f} s", file=sys.stderr)
         for variant in VARIANTS:
             if answers[variant] != answers["loop"]:

@@ -202,7 +202,7 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
     run("batch_generate.py", "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "batch_generate.json").read_text())
     (record,) = results["records"]
-    assert set(record["seconds"]) == {"loop", "batch", "loop + lookup", "batch + lookup"}
+    assert set(record["seconds"]) == {"loop", "batch", "loop + lookup", "batch + lookup", "batch + draft"}
     assert 0 < record["tokens"] <= 3 * 8 and all(seconds > 0 for seconds in record["seconds"].values())
     md = (tmp_path / "batch_generate.md").read_text()
-    assert "| batch + lookup |" in md and "3 prompts through `LLM.generate` at once" in md
+    assert "| batch + draft |" in md and "3 prompts through `LLM.generate` at once" in md
