@@ -1,16 +1,19 @@
-"""Serving with prompt lookup: one client, two `litgpt serve --openai_spec true` servers of one checkpoint, one of
-them with `--prompt_lookup true`.
+"""Serving with prompt lookup, or with continuous batching: two `litgpt serve --openai_spec true` servers of one
+checkpoint, one of them with `--prompt_lookup true` (or, with `--compare batching`, one that answers one request at a
+time and one with `--max_batch_size`).
 
     python benchmarks/serve.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+    python benchmarks/serve.py --compare batching --max-batch-size 8 --clients 1 2 4 8
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, the chat requests of
 benchmarks/prompt_lookup_tasks.json (answers that copy from the prompt, and open ones), sent with the `openai` client
 and streamed. Per request: the time to the first streamed text, the tokens per second (completion tokens / latency,
-as the client sees them) and the latency; at 1 client, and at 4 clients that send 4 requests of one kind at once
-(the server answers them in turn, so the later ones wait). The two servers are interleaved (which one goes first
-alternates) and compared request by request. The same prompts through `LLM.generate` in this process, with and
-without `prompt_lookup=True`, give the gain that the server should keep. Every answer must equal the answer of the
-server without lookup; the servers run with `OMP_NUM_THREADS` threads, and this process with as many.
+as the client sees them) and the latency; at 1 client, and at N clients that send N requests of one kind at once
+(a server without batching answers them in turn, so the later ones wait). The two servers are interleaved (which
+one goes first alternates) and compared request by request. The same prompts through `LLM.generate` in this
+process, with and without `prompt_lookup=True`, give the gain that the server should keep (not with `--compare
+batching`). Every answer must equal the answer of the first server; the servers run with `OMP_NUM_THREADS` threads,
+and this process with as many.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ import litgpt_server  # noqa: E402
 import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
-SERVERS = ("alone", "lookup")
-CONCURRENCY = (1, 4)
+COMPARISONS = {"lookup": ("alone", "lookup"), "batching": ("one at a time", "batched")}
+CONCURRENCY = (1, 2, 4, 8)
 
 
 def stream_request(server: litgpt_server.Server, prompt: str, new_tokens: int) -> dict:
@@ -72,7 +75,7 @@ def batches(tasks: list[dict], clients: int) -> list[list[dict]]:
 
 
 def measure(
-    servers: dict, llm: LLM, tasks: list[dict], new_tokens: int, repeats: int, concurrency: list[int]
+    servers: dict, llm: LLM | None, tasks: list[dict], new_tokens: int, repeats: int, concurrency: list[int]
 ) -> list[dict]:
     """Each batch of requests on both servers, interleaved (which goes first alternates), and at 1 client the same
     prompt through `LLM.generate` with and without lookup right after: one record per request."""
@@ -81,7 +84,8 @@ def measure(
         for clients in concurrency:
             for kind in ("copy", "open"):
                 for index, batch in enumerate(batches([t for t in tasks if t["kind"] == kind], clients)):
-                    order = SERVERS if (repeat + index) % 2 == 0 else SERVERS[::-1]
+                    names = list(servers)
+                    order = names if (repeat + index) % 2 == 0 else names[::-1]
                     where = {"repeat": repeat, "clients": clients, "batch": index, "kind": kind}
                     for name in order:
                         start = time.perf_counter()
@@ -92,7 +96,7 @@ def measure(
                         for slot, (task, answer) in enumerate(zip(batch, answers)):
                             records.append({**where, "slot": slot, "task": task["name"], "server": name, **answer})
                             records[-1]["batch_wall_s"] = wall_s
-                    if clients == 1:
+                    if clients == 1 and llm is not None:
                         for name in order:
                             records.append({**where, "slot": 0, "task": batch[0]["name"], "server": f"api {name}"})
                             records[-1]["latency_s"] = generate_seconds(llm, batch[0]["prompt"], new_tokens, name)
@@ -115,9 +119,9 @@ def add_speeds(records: list[dict]) -> None:
             record["tokens_per_s"] = (record["tokens"] - 1) / (record["latency_s"] - record["ttft_s"])
 
 
-def paired(records: list[dict], clients: int, task: str, field: str, names: tuple[str, str] = SERVERS) -> list[float]:
+def paired(records: list[dict], clients: int, task: str, field: str, names: tuple[str, str]) -> list[float]:
     """`field` of names[0] over names[1] for each request of `task` at `clients`, paired repeat, batch and slot:
-    lookup over alone for speeds, alone over lookup for seconds."""
+    the second server over the first for speeds, the first over the second for seconds."""
     chosen = [r for r in records if r["clients"] == clients and r["task"] == task]
     by_key = {(r["repeat"], r["batch"], r["slot"], r["server"]): r for r in chosen}
     return [
@@ -127,25 +131,26 @@ def paired(records: list[dict], clients: int, task: str, field: str, names: tupl
     ]
 
 
-def per_batch(records: list[dict], field: str) -> dict[tuple, float]:
-    """At 4 clients: alone over lookup of a batch's `field`, averaged over its requests, per (kind, repeat, batch)."""
+def per_batch(records: list[dict], field: str, names: tuple[str, str]) -> dict[tuple, float]:
+    """At several clients: the first server over the second of a batch's `field`, averaged over its requests, per
+    (clients, kind, repeat, batch)."""
     means = {}
     for record in records:
         if record["clients"] > 1:
-            key = (record["kind"], record["repeat"], record["batch"], record["server"])
+            key = (record["clients"], record["kind"], record["repeat"], record["batch"], record["server"])
             means.setdefault(key, []).append(record[field])
     return {
-        key[:3]: statistics.mean(values) / statistics.mean(means[(*key[:3], "lookup")])
+        key[:4]: statistics.mean(values) / statistics.mean(means[(*key[:4], names[1])])
         for key, values in means.items()
-        if key[3] == "alone"
+        if key[4] == names[0]
     }
 
 
 def analyse(results: dict) -> dict:
     """Per task and concurrency: the paired ratios, the API's gain, and whether every answer was right."""
-    records = results["records"]
-    served = [r for r in records if r["server"] in SERVERS]
-    alone_text = {r["task"]: r["text"] for r in served if r["server"] == "alone"}
+    records, names = results["records"], tuple(results["machine"].get("servers", COMPARISONS["lookup"]))
+    served = [r for r in records if r["server"] in names]
+    alone_text = {r["task"]: r["text"] for r in served if r["server"] == names[0]}
     rows = {}
     for clients in results["machine"]["clients"]:
         for task in results["tasks"]:
@@ -155,44 +160,76 @@ def analyse(results: dict) -> dict:
                 "task": name,
                 "kind": task["kind"],
                 "tokens": statistics.median(r["tokens"] for r in served if r["task"] == name),
-                "tokens_per_s": paired(records, clients, name, "tokens_per_s"),
-                "ttft": paired(records, clients, name, "ttft_s", SERVERS[::-1]),
-                "latency": paired(records, clients, name, "latency_s", SERVERS[::-1]),
+                "tokens_per_s": paired(records, clients, name, "tokens_per_s", names),
+                "ttft": paired(records, clients, name, "ttft_s", names[::-1]),
+                "latency": paired(records, clients, name, "latency_s", names[::-1]),
             }
-            if clients == 1:
+            if clients == 1 and names == COMPARISONS["lookup"]:
                 # the server's gain in latency over the API's in seconds, paired repeat by repeat
                 api_gain = paired(records, 1, name, "latency_s", ("api lookup", "api alone"))
                 row["api_gain"] = api_gain
                 row["of_api_gain"] = [server / api for server, api in zip(row["latency"], api_gain)]
             rows[f"{clients}|{name}"] = row
-    batches = {field: per_batch(records, field) for field in ("batch_wall_s", "ttft_s")}
+    batches = {field: per_batch(records, field, names) for field in ("batch_wall_s", "ttft_s")}
     wrong = [r for r in served if r["text"] != alone_text[r["task"]] or r["tokens"] is None]
     return {"rows": rows, "batches": batches, "wrong": len(wrong), "requests": len(served)}
 
 
 def markdown(results: dict) -> str:
     machine, analysis = results["machine"], analyse(results)
+    names = tuple(machine.get("servers", COMPARISONS["lookup"]))
+    batching = names == COMPARISONS["batching"]
     lines = [
-        "# Serving with prompt lookup",
+        "# Serving with continuous batching" if batching else "# Serving with prompt lookup",
         "",
         f"`{machine['command']}` on {machine['date']}: {machine['device']}, {machine['threads']} thread(s) per server"
         f" process and in the client, torch {machine['torch']}, litserve {machine['litserve']}, {machine['repeats']}"
         f" repeats, up to {machine['new_tokens']} new tokens, greedy. SmolLM2-135M-Instruct, float32.",
         "",
-        "The server with `--prompt_lookup true` against the same server without it, paired request by request: median"
-        " (quartiles). Tokens/s: the rate at which an answer streams once it started (its tokens after the first"
-        " over the time after the first), lookup over alone; time to first token and latency: alone over lookup"
-        " (above 1: lookup is faster). At 4 clients the 4 requests of a batch are sent at once and answered in turn, in"
-        " an order that differs from server to server: their waits are compared per batch, below. API gain: the"
-        " seconds of `LLM.generate(prompt)` over `LLM.generate(prompt, prompt_lookup=True)` for the same chat"
-        " message in the client's process, right after the servers answered it; of API gain: the server's latency"
-        " gain over it, paired repeat by repeat.",
+    ]
+    if batching:
+        lines += [
+            f"The server with `--max_batch_size {machine['max_batch_size']}` (batched) against the same server with"
+            " `--max_batch_size 1` (one at a time), paired request by request: median (quartiles). At N clients, N"
+            " requests of one kind are sent at once. Tokens/s: the rate at which an answer streams once it started,"
+            " batched over one at a time; time to first token and latency: one at a time over batched (above 1:"
+            " batching is faster)."
+            + (" Both servers run with `--prompt_lookup true`." if machine.get("prompt_lookup") else ""),
+        ]
+    else:
+        lines += [
+            "The server with `--prompt_lookup true` against the same server without it, paired request by request:"
+            " median (quartiles). Tokens/s: the rate at which an answer streams once it started (its tokens after the"
+            " first over the time after the first), lookup over alone; time to first token and latency: alone over"
+            " lookup (above 1: lookup is faster). At N clients the N requests of a batch are sent at once and answered"
+            " in turn, in an order that differs from server to server: their waits are compared per batch, below."
+            " API gain: the"
+            " seconds of `LLM.generate(prompt)` over `LLM.generate(prompt, prompt_lookup=True)` for the same chat"
+            " message in the client's process, right after the servers answered it; of API gain: the server's latency"
+            " gain over it, paired repeat by repeat.",
+        ]
+    if batching:
+        lines += [
+            "",
+            "| clients | " + " | ".join(f"{name}: tokens/s, median time to first token" for name in names) + " |",
+        ]
+        lines += ["|---|---|---|"]
+        for clients in machine["clients"]:
+            cells = []
+            for name in names:
+                chosen = [r for r in results["records"] if r["clients"] == clients and r["server"] == name]
+                walls = {(r["repeat"], r["kind"], r["batch"]): r["batch_wall_s"] for r in chosen}
+                ttft = statistics.median(r["ttft_s"] for r in chosen)
+                cells.append(f"{sum(r['tokens'] for r in chosen) / sum(walls.values()):.1f}, {ttft:.2f} s")
+            lines.append(f"| {clients} | {' | '.join(cells)} |")
+        lines += ["", "(tokens/s: all tokens of the requests sent at N clients over the wall time of their batches)"]
+    lines += [
         "",
-        f"Answers equal to the server without lookup's: {analysis['requests'] - analysis['wrong']} of"
+        f"Answers equal to the {names[0]} server's: {analysis['requests'] - analysis['wrong']} of"
         f" {analysis['requests']}.",
     ]
     for clients in machine["clients"]:
-        api = clients == 1
+        api = clients == 1 and not batching
         lines += [
             "",
             f"## {clients} client{'s' * (clients > 1)}",
@@ -220,17 +257,35 @@ def markdown(results: dict) -> str:
                 f"\n{kind}: tokens/s ratios per request {', '.join(f'{m:.2f}' for m in medians)};"
                 f" median {statistics.median(medians):.2f}, lowest {min(medians):.2f}."
             )
-    if 4 in machine["clients"]:
-        lines += ["", "At 4 clients, per batch of 4 requests, alone over lookup: median (quartiles)", ""]
-    for kind in ("copy", "open"):
-        wall, ttft = (
-            [v for k, v in analysis["batches"][f].items() if k[0] == kind] for f in ("batch_wall_s", "ttft_s")
-        )
-        if wall:
-            lines.append(
-                f"- {kind}: the batch's wall time {summary(wall)}, its mean time to first token {summary(ttft)}"
+    for clients in machine["clients"]:
+        if clients == 1:
+            continue
+        lines += [
+            "",
+            f"At {clients} clients, per batch of {clients} requests sent at once, {names[0]} over {names[1]}: median"
+            f" (quartiles) of the batch's wall time (its aggregate tokens/s, {names[1]} over {names[0]}, since the"
+            " answers are equal) and of its mean time to first token",
+            "",
+        ]
+        for kind in ("copy", "open"):
+            wall, ttft = (
+                [v for k, v in analysis["batches"][f].items() if k[:2] == (clients, kind)]
+                for f in ("batch_wall_s", "ttft_s")
             )
-    lines += ["", "The lookup server's /metrics after the run:", "", "```", results["metrics"].strip(), "```"]
+            if wall:
+                lines.append(f"- {kind}: wall time {summary(wall)}, mean time to first token {summary(ttft)}")
+        if batching and 1 in machine["clients"]:
+            ttft = [
+                statistics.median(
+                    r["ttft_s"] for r in results["records"] if r["server"] == names[1] and r["clients"] == n
+                )
+                for n in (clients, 1)
+            ]
+            lines.append(
+                f"- the {names[1]} server's median time to first token at {clients} clients over at 1 client:"
+                f" {ttft[0] / ttft[1]:.2f} ({ttft[0]:.3f} s / {ttft[1]:.3f} s)"
+            )
+    lines += ["", f"The {names[1]} server's /metrics after the run:", "", "```", results["metrics"].strip(), "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -242,8 +297,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
     parser.add_argument("--quick", action="store_true", help="one task of each kind, 12 new tokens, one repeat")
     parser.add_argument("--task", action="append", help="only this task of the task set (repeatable)")
-    parser.add_argument("--clients", type=int, nargs="+", choices=CONCURRENCY, default=list(CONCURRENCY))
+    parser.add_argument("--clients", type=int, nargs="+", choices=CONCURRENCY, default=[1, 4])
     parser.add_argument("--report", action="store_true", help="only write OUT/serve.md from its .json again")
+    parser.add_argument("--compare", choices=tuple(COMPARISONS), default="lookup", help="what the servers differ in")
+    parser.add_argument("--max-batch-size", type=int, default=8, help="with --compare batching, of the batched server")
+    parser.add_argument("--prompt-lookup", action="store_true", help="with --compare batching, both servers look up")
     args = parser.parse_args()
     if args.report:
         (args.out / "serve.md").write_text(markdown(json.loads((args.out / "serve.json").read_text())))
@@ -258,20 +316,28 @@ def main() -> int:
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "3600"]
     options += ["--max_new_tokens", str(args.new_tokens)]
-    configurations = [(checkpoint_dir, options), (checkpoint_dir, [*options, "--prompt_lookup", "true"])]
+    if args.compare == "batching":
+        options += ["--prompt_lookup", str(args.prompt_lookup).lower(), "--max_seq_length", "512"]
+        second = [*options, "--max_batch_size", str(args.max_batch_size)]
+        configurations = [(checkpoint_dir, [*options, "--max_batch_size", "1"]), (checkpoint_dir, second)]
+    else:
+        configurations = [(checkpoint_dir, options), (checkpoint_dir, [*options, "--prompt_lookup", "true"])]
+    names = COMPARISONS[args.compare]
     with (
         tempfile.TemporaryDirectory() as log_dir,
         litgpt_server.serving(
             *configurations, log_dir=Path(log_dir), env={"OMP_NUM_THREADS": str(args.threads)}
         ) as started,
     ):
-        servers = dict(zip(SERVERS, started))
+        servers = dict(zip(names, started))
         for server in started:  # the first request of a server is slower: not measured
             stream_request(server, tasks[0]["prompt"], args.new_tokens)
-        llm = LLM.load(str(checkpoint_dir), distribute=None)
-        llm.distribute(accelerator="cpu", precision="32-true")
+        llm = None
+        if args.compare == "lookup":
+            llm = LLM.load(str(checkpoint_dir), distribute=None)
+            llm.distribute(accelerator="cpu", precision="32-true")
         records = measure(servers, llm, tasks, args.new_tokens, args.repeats, args.clients)
-        metrics = requests.get(f"{servers['lookup'].url}/metrics", timeout=60).text
+        metrics = requests.get(f"{servers[names[1]].url}/metrics", timeout=60).text
     add_speeds(records)
 
     import litserve
@@ -285,6 +351,9 @@ def main() -> int:
         "repeats": args.repeats,
         "new_tokens": args.new_tokens,
         "clients": args.clients,
+        "servers": names,
+        "max_batch_size": args.max_batch_size,
+        "prompt_lookup": args.prompt_lookup,
         "command": " ".join(["python", "benchmarks/serve.py", *sys.argv[1:]]),
     }
     results = {"machine": machine, "tasks": tasks, "records": records, "metrics": metrics}

@@ -144,12 +144,37 @@ def test_serve_benchmark_quick_writes_table_and_json(tmp_path):
     assert all(r["text"] == alone[r["task"]] and r["tokens"] == 12 and 0 < r["ttft_s"] < r["latency_s"] for r in served)
     assert all(r["tokens_per_s"] > 0 for r in served) and all(r["latency_s"] > 0 for r in api)
     md = (tmp_path / "serve.md").read_text()
-    assert "## 4 clients" in md and "Answers equal to the server without lookup's: 20 of 20." in md
-    assert "litgpt:spec_decode_num_drafts_total" in md and "the batch's wall time" in md
+    assert "## 4 clients" in md and "Answers equal to the alone server's: 20 of 20." in md
+    assert "litgpt:spec_decode_num_drafts_total" in md and "At 4 clients, per batch of 4 requests" in md
 
     (tmp_path / "serve.md").unlink()
     run("serve.py", "--report", "--out", str(tmp_path))
     assert (tmp_path / "serve.md").read_text() == md
+
+
+def test_serve_benchmark_compares_batching(tmp_path):
+    run(
+        "serve.py",
+        "--compare",
+        "batching",
+        "--max-batch-size",
+        "2",
+        "--quick",
+        "--clients",
+        "1",
+        "2",
+        "--out",
+        str(tmp_path),
+    )
+    results = json.loads((tmp_path / "serve.json").read_text())
+    servers = ("one at a time", "batched")
+    # one task of each kind, at 1 and at 2 clients, on both servers; no API runs
+    assert len(results["records"]) == 2 * (1 + 2) * 2
+    assert {(r["clients"], r["server"]) for r in results["records"]} == {(c, s) for c in (1, 2) for s in servers}
+    md = (tmp_path / "serve.md").read_text()
+    assert "# Serving with continuous batching" in md and "Answers equal to the one at a time server's: 12 of 12." in md
+    assert "the batched server's median time to first token at 2 clients over at 1 client" in md
+    assert "litgpt:num_requests_running" in md
 
 
 def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path):

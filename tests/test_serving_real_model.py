@@ -2,7 +2,8 @@
 
 At temperature 0 the endpoint answers what `LLM.generate` answers for the same single user message (its chat
 template and the checkpoint's prompt style give the same token ids), with prompt lookup, with a draft model of the
-model's first four blocks, and without either; streamed pieces add up to the answer, in whole characters.
+model's first four blocks, and without either, also to concurrent clients whose requests are batched
+(`--max_batch_size`); streamed pieces add up to the answer, in whole characters.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ PROMPTS = [
     "Add a comment above every line:\ndef area(r):\n    pi = 3.14159\n    return pi * r * r",
 ]
 OPTIONS = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "600"]
+BATCH = ["--max_batch_size", "4", "--max_seq_length", "512"]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +41,8 @@ def servers(checkpoint_dir, tmp_path_factory):
         "alone": OPTIONS,
         "lookup": [*OPTIONS, "--prompt_lookup", "true"],
         "draft": [*OPTIONS, "--draft_model", str(draft_dir), "--speculative_k", "auto"],
+        "batched lookup": [*OPTIONS, *BATCH, "--prompt_lookup", "true"],
+        "batched draft": [*OPTIONS, *BATCH, "--draft_model", str(draft_dir)],
     }
     log_dir = tmp_path_factory.mktemp("smollm2-serving")
     with litgpt_server.serving(
@@ -70,7 +74,7 @@ def streamed(server, prompt: str) -> list[str]:
     return [chunk.choices[0].delta.content for chunk in chunks if chunk.choices and chunk.choices[0].delta.content]
 
 
-@pytest.mark.parametrize("name", ["alone", "lookup", "draft"])
+@pytest.mark.parametrize("name", ["alone", "lookup", "draft", "batched lookup"])
 def test_the_openai_endpoint_answers_what_llm_generate_answers(servers, expected, name):
     finish_reasons = set()
     for prompt, (text, prompt_tokens) in expected.items():
@@ -92,14 +96,15 @@ def test_the_openai_endpoint_answers_what_llm_generate_answers(servers, expected
         assert "proposed tokens accepted" in servers[name].log()
 
 
-def test_four_concurrent_clients_each_get_their_answer(servers, expected):
+@pytest.mark.parametrize("name", ["lookup", "batched lookup", "batched draft"])
+def test_four_concurrent_clients_each_get_their_answer(servers, expected, name):
     prompts = PROMPTS[1:5]
 
     def answer(job):
         prompt, stream = job
         if stream:
-            return "".join(streamed(servers["lookup"], prompt))
-        return chat(servers["lookup"], prompt, temperature=0).choices[0].message.content
+            return "".join(streamed(servers[name], prompt))
+        return chat(servers[name], prompt, temperature=0).choices[0].message.content
 
     jobs = [(prompt, i % 2 == 0) for i, prompt in enumerate(prompts)]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:

@@ -1,0 +1,136 @@
+"""`litgpt serve --max_batch_size N` as users run it: real servers that batch the requests of concurrent clients
+(LitServe's continuous batching loop), against a server that answers one request at a time, on tiny checkpoints.
+
+At temperature 0 each client gets the answer it gets alone, whatever else is in the batch, in all three modes
+(`/predict`, `--stream true`, `--openai_spec true`), with prompt lookup and with a draft model; a seeded sample is
+the same among other requests; a client that goes away frees its row; bad requests get their 4xx as without batching.
+The real model's batched servers are in test_serving_real_model.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+import litgpt_server
+import tiny_checkpoints
+
+from .test_serving import COMMON, OPENAI, PROMPTS, TEMPLATE, chat, chat_stream, metrics
+
+BATCH = ["--max_batch_size", "4", "--max_seq_length", "128"]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny-batched")
+    draft, target = tiny_checkpoints.build_pair(root)
+    (target / "chat_template.jinja").write_text(TEMPLATE)
+    configurations = {
+        "one at a time": OPENAI,
+        "batched": [*OPENAI, *BATCH],
+        "batched lookup": [*OPENAI, *BATCH, "--prompt_lookup", "true"],
+        "batched draft": [*OPENAI, *BATCH, "--draft_model", str(draft), "--speculative_k", "auto"],
+        "predict": [*COMMON, "--temperature", "0"],
+        "predict batched": [*COMMON, "--temperature", "0", *BATCH],
+        "stream batched": [*COMMON, "--temperature", "0", "--stream", "true", *BATCH],
+    }
+    with litgpt_server.serving(*((target, options) for options in configurations.values()), log_dir=root) as started:
+        yield dict(zip(configurations, started))
+
+
+def answer(server, job: tuple[str, bool, dict]) -> tuple[str, str]:
+    """The text of the answer to one chat request, streamed or not, and its finish_reason."""
+    prompt, stream, fields = job
+    if stream:
+        pieces, chunks = chat_stream(server, prompt, **fields)
+        return "".join(pieces), chunks[-1].choices[0].finish_reason
+    response = chat(server, prompt, **fields)
+    return response.choices[0].message.content, response.choices[0].finish_reason
+
+
+@pytest.mark.parametrize("name", ["batched", "batched lookup", "batched draft"])
+def test_eight_concurrent_clients_with_mixed_streaming_each_get_their_own_answer(servers, name):
+    first = answer(servers["one at a time"], (PROMPTS[1], False, {"temperature": 0}))[0]
+    fields = [
+        {"temperature": 0},
+        {"temperature": 0, "max_tokens": 5},
+        {"temperature": 0, "stop": first.split()[3]},  # a stop string that the answer meets
+        {"temperature": 0, "max_tokens": 1},
+    ]
+    jobs = [(PROMPTS[i % 3], i % 2 == 0, fields[i % 4]) for i in range(8)]
+    expected = [answer(servers["one at a time"], job) for job in jobs]
+    assert {reason for _, reason in expected} == {"stop", "length"}
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        assert list(pool.map(lambda job: answer(servers[name], job), jobs)) == expected
+    after = metrics(servers[name])
+    assert after["litgpt:num_requests_running"] == after["litgpt:num_requests_waiting"] == 0
+    assert sum(value for key, value in after.items() if key.startswith("litgpt:request_success_total")) >= 8
+    assert "Continuous batching: up to 4 requests at once, of up to 128 tokens each" in servers[name].log()
+
+
+def test_a_seeded_sample_is_the_same_among_other_requests(servers):
+    server = servers["batched"]
+    seeded = (PROMPTS[0], False, {"temperature": 1.5, "seed": 7})
+    alone = answer(server, seeded)
+    others = [(PROMPTS[1], True, {"temperature": 1.5})] * 3
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(lambda job: answer(server, job), [seeded, *others]))[0] == alone
+    assert answer(server, (PROMPTS[0], False, {"temperature": 1.5, "seed": 8})) != alone
+
+
+def test_clients_that_drop_their_streams_free_their_rows(servers):
+    """Each dropped request leaves its row (as "abort", or complete if it ended before the server noticed)."""
+    server = servers["batched"]
+    before = metrics(server)
+    expected = answer(servers["one at a time"], (PROMPTS[2], False, {"temperature": 0}))
+    for _ in range(4):  # as many as the batch has rows
+        stream = chat(server, PROMPTS[0], temperature=0, stream=True, max_tokens=100)
+        next(iter(stream))
+        stream.close()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        jobs = [(PROMPTS[2], i % 2 == 0, {"temperature": 0}) for i in range(4)]
+        assert list(pool.map(lambda job: answer(server, job), jobs)) == [expected] * 4
+    after = metrics(server)
+    answered = [key for key in after if key.startswith("litgpt:request_success_total")]
+    assert sum(after[key] - before.get(key, 0) for key in answered) == 8
+    assert after["litgpt:num_requests_running"] == after["litgpt:num_requests_waiting"] == 0
+
+
+def test_predict_answers_and_streams_as_without_batching(servers):
+    for prompt in PROMPTS:
+        expected = requests.post(f"{servers['predict'].url}/predict", json={"prompt": prompt}, timeout=120).json()
+        batched = requests.post(f"{servers['predict batched'].url}/predict", json={"prompt": prompt}, timeout=120)
+        assert batched.headers["content-type"] == "application/json" and batched.json() == expected
+        with requests.post(
+            f"{servers['stream batched'].url}/predict", json={"prompt": prompt}, stream=True, timeout=120
+        ) as streamed:
+            pieces = [json.loads(line)["output"] for line in streamed.iter_lines() if line]
+        assert len(pieces) > 1 and "".join(pieces) == expected["output"]
+    for name in ("predict", "predict batched", "stream batched"):
+        bad = (({"prompt": 3}, "prompt: must be a string"), ({"prompt": "grass " * 2000}, "prompt: must have"))
+        for body, message in bad:
+            response = requests.post(f"{servers[name].url}/predict", json=body, timeout=60)
+            assert response.status_code == 400 and response.json()["detail"].startswith(message), (name, response.text)
+
+
+def test_start_up_refuses_bad_batching_options(tmp_path):
+    _, target = tiny_checkpoints.build_pair(tmp_path)
+    draft = str(target)
+    for args, message in (
+        (["--max_batch_size", "0"], "max_batch_size must be a positive integer"),
+        (["--max_batch_size", "2", "--max_seq_length", "1"], "max_seq_length must be an integer of at least 2"),
+        (["--max_batch_size", "2", "--draft_model", draft, "--prompt_lookup", "true"], "either draft_model or"),
+    ):
+        run = subprocess.run(
+            [litgpt_server.LITGPT, "serve", str(target), *args, "--port", str(litgpt_server.free_port())],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        output = run.stdout + run.stderr
+        assert run.returncode != 0 and message in output, output[-2000:]
+        assert "Uvicorn running" not in output
