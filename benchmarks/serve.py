@@ -4,6 +4,7 @@ time and one with `--max_batch_size`).
 
     python benchmarks/serve.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
     python benchmarks/serve.py --compare batching --max-batch-size 8 --clients 1 2 4 8
+    python benchmarks/serve.py --max-batch-size 8 --clients 1 2 4 8   # lookup against none, both batching
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, the chat requests of
 benchmarks/prompt_lookup_tasks.json (answers that copy from the prompt, and open ones), sent with the `openai` client
@@ -197,12 +198,15 @@ def markdown(results: dict) -> str:
             + (" Both servers run with `--prompt_lookup true`." if machine.get("prompt_lookup") else ""),
         ]
     else:
+        if machine.get("max_batch_size", 1) > 1:
+            lines += [f"Both servers run with `--max_batch_size {machine['max_batch_size']}`.", ""]
         lines += [
             "The server with `--prompt_lookup true` against the same server without it, paired request by request:"
             " median (quartiles). Tokens/s: the rate at which an answer streams once it started (its tokens after the"
             " first over the time after the first), lookup over alone; time to first token and latency: alone over"
-            " lookup (above 1: lookup is faster). At N clients the N requests of a batch are sent at once and answered"
-            " in turn, in an order that differs from server to server: their waits are compared per batch, below."
+            " lookup (above 1: lookup is faster). At N clients the N requests of a batch are sent at once (without"
+            " batching, answered in turn, in an order that differs from server to server): their waits are compared per"
+            " batch, below."
             " API gain: the"
             " seconds of `LLM.generate(prompt)` over `LLM.generate(prompt, prompt_lookup=True)` for the same chat"
             " message in the client's process, right after the servers answered it; of API gain: the server's latency"
@@ -300,7 +304,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", choices=CONCURRENCY, default=[1, 4])
     parser.add_argument("--report", action="store_true", help="only write OUT/serve.md from its .json again")
     parser.add_argument("--compare", choices=tuple(COMPARISONS), default="lookup", help="what the servers differ in")
-    parser.add_argument("--max-batch-size", type=int, default=8, help="with --compare batching, of the batched server")
+    parser.add_argument(
+        "--max-batch-size",
+        type=int,
+        help="of the batched server (default 8), or of both with --compare lookup (default 1)",
+    )
     parser.add_argument("--prompt-lookup", action="store_true", help="with --compare batching, both servers look up")
     args = parser.parse_args()
     if args.report:
@@ -316,11 +324,15 @@ def main() -> int:
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "3600"]
     options += ["--max_new_tokens", str(args.new_tokens)]
+    if args.max_batch_size is None:
+        args.max_batch_size = 8 if args.compare == "batching" else 1
     if args.compare == "batching":
         options += ["--prompt_lookup", str(args.prompt_lookup).lower(), "--max_seq_length", "512"]
         second = [*options, "--max_batch_size", str(args.max_batch_size)]
         configurations = [(checkpoint_dir, [*options, "--max_batch_size", "1"]), (checkpoint_dir, second)]
     else:
+        if args.max_batch_size > 1:
+            options += ["--max_batch_size", str(args.max_batch_size), "--max_seq_length", "512"]
         configurations = [(checkpoint_dir, options), (checkpoint_dir, [*options, "--prompt_lookup", "true"])]
     names = COMPARISONS[args.compare]
     with (
