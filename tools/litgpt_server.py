@@ -67,6 +67,17 @@ def wait_until_healthy(server: Server, timeout: float = 600) -> None:
     raise TimeoutError(f"litgpt serve was not healthy after {timeout} s:\n{server.log()[-3000:]}")
 
 
+def refused_at_start(*args: str) -> str:
+    """Runs `litgpt serve *args` on a free port, checks that it exits with an error before it listens, and returns
+    what it printed."""
+    run = subprocess.run(
+        [LITGPT, "serve", *args, "--port", str(free_port())], capture_output=True, text=True, timeout=300
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "Uvicorn running" not in output, output[-2000:]
+    return output
+
+
 def stop(server: Server) -> None:
     """Stops the server's whole process group: SIGTERM, then SIGKILL for what is still running after 20 s."""
     with contextlib.suppress(ProcessLookupError):
