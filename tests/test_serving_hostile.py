@@ -39,8 +39,6 @@ TEMPLATE = (
     "{% if message['content'] == 'refuse' %}{{ raise_exception('this conversation is refused') }}{% endif %}"
     "{{ message['content'] }} {% endfor %}"
 )
-# a prompt whose greedy answer goes on for 200 tokens and more
-LONG = {**GOOD, "messages": [{"role": "user", "content": "old on sings runs walks mountain green grass"}]}
 OPTIONS = [
     *("--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--temperature", "0"),
     *("--max_new_tokens", "200", "--timeout", "120", "--host", "127.0.0.1", "--access_token", ACCESS_TOKEN),
