@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from litgpt import LLM
 
-from report import summary
+from report import summary, write_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -81,26 +78,16 @@ def main() -> None:
         print(f"{batch} x {tokens}: {summary(ratios)}", flush=True)
 
     command = f"python benchmarks/grouped_attention.py --threads {args.threads} --pairs {args.pairs}"
-    lines = [
-        f"# Grouped keys and values attended to without copies per head ({datetime.date.today()})",
-        "",
-        f"`{command}`: SmolLM2-135M-Instruct, float32, {args.threads} thread(s), one forward pass; median (quartiles)"
-        f" over {args.pairs} interleaved pairs.",
-        "",
-        "| rows x tokens | at position | with copies / without (paired) | ms without copies |",
-        "|---|---|---|---|",
-        *(
-            f"| {r['rows']} x {r['tokens']} | {r['position']} | {summary(r['ratios'])}"
-            f" | {1000 * statistics.median(r['seconds']):.1f} |"
-            for r in rows
-        ),
-    ]
-    print("\n".join(lines))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        name = f"grouped_attention_threads{args.threads}"
-        (args.out / f"{name}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-        (args.out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_pairs(
+        args.out,
+        f"grouped_attention_threads{args.threads}",
+        "Grouped keys and values attended to without copies per head",
+        command,
+        f"SmolLM2-135M-Instruct, float32, {args.threads} thread(s), one forward pass",
+        ["rows x tokens", "at position", "with copies / without (paired)", "ms without copies"],
+        rows,
+        lambda r: f"{r['rows']} x {r['tokens']} | {r['position']}",
+    )
 
 
 if __name__ == "__main__":

@@ -11,9 +11,6 @@ paired pair by pair: above 1, the patch is faster.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,7 +18,7 @@ from pathlib import Path
 import torch
 from litgpt import LLM
 
-from report import summary
+from report import summary, write_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -72,26 +69,16 @@ def main() -> None:
             print(f"{name}, {batch} x {tokens}: {summary(rows[-1]['ratios'])}", flush=True)
 
     command = f"python benchmarks/prefill_logits.py --threads {args.threads} --pairs {args.pairs}"
-    lines = [
-        f"# Prefills that compute the logits of the last position only ({datetime.date.today()})",
-        "",
-        f"`{command}`: SmolLM2-135M-Instruct and its first 4 blocks, float32, {args.threads} thread(s), one forward"
-        f" pass; median (quartiles) over {args.pairs} interleaved pairs.",
-        "",
-        "| model | prompts x tokens | logits of all positions / of the last (paired) | ms, the last |",
-        "|---|---|---|---|",
-        *(
-            f"| {r['model']} | {r['prompts']} x {r['tokens']} | {summary(r['ratios'])}"
-            f" | {1000 * statistics.median(r['seconds']):.1f} |"
-            for r in rows
-        ),
-    ]
-    print("\n".join(lines))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        name = f"prefill_logits_threads{args.threads}"
-        (args.out / f"{name}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-        (args.out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_pairs(
+        args.out,
+        f"prefill_logits_threads{args.threads}",
+        "Prefills that compute the logits of the last position only",
+        command,
+        f"SmolLM2-135M-Instruct and its first 4 blocks, float32, {args.threads} thread(s), one forward pass",
+        ["model", "prompts x tokens", "logits of all positions / of the last (paired)", "ms, the last"],
+        rows,
+        lambda r: f"{r['model']} | {r['prompts']} x {r['tokens']}",
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import statistics
 from pathlib import Path
 
@@ -69,6 +71,29 @@ def paired_ratios(pair: dict, what: str, prefix: str = "") -> list[float] | None
     if held_out is None:
         return None
     return [h / a for h, a in zip(held_out, pair[f"{prefix}{what}"]["seconds_per_token"])]
+
+
+def write_pairs(
+    out: Path | None, name: str, title: str, command: str, setup: str, columns: list[str], rows: list[dict], cells
+) -> None:
+    """Prints the table of a benchmark of interleaved pairs (a row per measured shape: `cells(row)`, the summary of
+    its paired `ratios` and the median milliseconds of its `seconds`) and, with `out`, writes it to OUT/NAME.md and
+    the rows to OUT/NAME.json."""
+    pairs = len(rows[0]["ratios"])
+    lines = [
+        f"# {title} ({datetime.date.today()})",
+        "",
+        f"`{command}`: {setup}; median (quartiles) over {pairs} interleaved pairs.",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *(f"| {cells(r)} | {summary(r['ratios'])} | {1000 * statistics.median(r['seconds']):.1f} |" for r in rows),
+    ]
+    print("\n".join(lines))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
+        (out / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 def summary(values: list[float]) -> str:
