@@ -152,9 +152,9 @@ class FixedLogits(torch.nn.Module):
         self.max_seq_length = 1 << 20
         self.calls = 0
 
-    def forward(self, idx: torch.Tensor, input_pos=None, input_pos_maxp1=None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, input_pos=None, input_pos_maxp1=None, logits_to_keep: int = 0) -> torch.Tensor:
         self.calls += 1
-        return self.logits.expand(1, idx.size(1), -1)
+        return self.logits.expand(1, logits_to_keep or idx.size(1), -1)
 
 
 def loop_overhead(modules: dict[str, ModuleType], ks: tuple[int, ...], new_tokens: int, repeats: int) -> list[dict]:
