@@ -188,6 +188,13 @@ def markdown(results: dict) -> str:
         f" repeats, up to {machine['new_tokens']} new tokens, greedy. SmolLM2-135M-Instruct, float32.",
         "",
     ]
+    if "peak_rss_mib" in machine:
+        lines += [
+            "Peak resident memory of each server's processes (each process's peak, summed): "
+            + ", ".join(f"{name} {mib:,} MiB" for name, mib in machine["peak_rss_mib"].items())
+            + ".",
+            "",
+        ]
     if batching:
         lines += [
             f"The server with `--max_batch_size {machine['max_batch_size']}` (batched) against the same server with"
@@ -350,6 +357,7 @@ def main() -> int:
             llm.distribute(accelerator="cpu", precision="32-true")
         records = measure(servers, llm, tasks, args.new_tokens, args.repeats, args.clients)
         metrics = requests.get(f"{servers[names[1]].url}/metrics", timeout=60).text
+        peak_rss = {name: round(litgpt_server.peak_rss_mib(server)) for name, server in servers.items()}
     add_speeds(records)
 
     import litserve
@@ -366,6 +374,7 @@ def main() -> int:
         "servers": names,
         "max_batch_size": args.max_batch_size,
         "prompt_lookup": args.prompt_lookup,
+        "peak_rss_mib": peak_rss,
         "command": " ".join(["python", "benchmarks/serve.py", *sys.argv[1:]]),
     }
     results = {"machine": machine, "tasks": tasks, "records": records, "metrics": metrics}

@@ -78,6 +78,19 @@ def refused_at_start(*args: str) -> str:
     return output
 
 
+def peak_rss_mib(server: Server) -> float:
+    """The peak resident memory of the server's processes (its process group: the HTTP server, LitServe's manager
+    and workers), each process's own peak (VmHWM) summed: at least the peak of the group at any one time."""
+    total_kib = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ProcessLookupError):
+            if os.getpgid(int(status.parent.name)) != server.process.pid:
+                continue
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            total_kib += int(fields.get("VmHWM", "0 kB").split()[0])
+    return total_kib / 1024
+
+
 def stop(server: Server) -> None:
     """Stops the server's whole process group: SIGTERM, then SIGKILL for what is still running after 20 s."""
     with contextlib.suppress(ProcessLookupError):
