@@ -2,6 +2,7 @@
 prompt lookup, and with a draft model that cannot pay.
 
     python benchmarks/batch_generate.py [--prompts 8] [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+        [--variants VARIANT ...]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
 benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Five
@@ -10,7 +11,7 @@ variants, interleaved within each repeat (their order rotates from repeat to rep
 prompt and text only), and the batch with SmolLM2's first 4 blocks as draft model (`speculative_k="auto"`), which
 accepts too few tokens to pay: the batch must choose not to draft. The speed of a variant is the new tokens of all
 prompts over the seconds of the whole call or loop; ratios are paired repeat by repeat. Every variant's answers must
-equal the loop's.
+equal the loop's. `--variants` runs only those named (say "batch" "batch + draft", to pair two of them more often).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import datetime
 import json
 import platform
 import resource
+import shlex
 import statistics
 import sys
 import time
@@ -58,7 +60,8 @@ def run(
 
 def markdown(results: dict) -> str:
     machine, records = results["machine"], results["records"]
-    speeds = {v: [r["tokens"] / r["seconds"][v] for r in records] for v in VARIANTS}
+    variants = [v for v in VARIANTS if v in records[0]["seconds"]]
+    speeds = {v: [r["tokens"] / r["seconds"][v] for r in records] for v in variants}
     lines = [
         f"# {machine['prompts']} prompts through `LLM.generate` at once against a loop ({machine['date']})",
         "",
@@ -69,12 +72,14 @@ def markdown(results: dict) -> str:
         "| variant | tokens/s | over the loop (paired) | over the same without lookup or draft (paired) |",
         "|---|---|---|---|",
     ]
-    for variant in VARIANTS:
-        over_loop = [s / loop for s, loop in zip(speeds[variant], speeds["loop"])]
+    for variant in variants:
+        over_loop = [s / loop for s, loop in zip(speeds[variant], speeds["loop"])] if "loop" in speeds else None
         without = variant.replace(" + lookup", "").replace(" + draft", "")
-        over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if without != variant else None
+        over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if without in speeds else None
+        if without == variant:
+            over_without = None
         lines.append(
-            f"| {variant} | {summary(speeds[variant])} | {summary(over_loop)} |"
+            f"| {variant} | {summary(speeds[variant])} | {summary(over_loop) if over_loop else '—'} |"
             f" {summary(over_without) if over_without else '—'} |"
         )
     return "\n".join(lines) + "\n"
@@ -88,6 +93,7 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
     parser.add_argument("--quick", action="store_true", help="3 prompts, 8 new tokens, one repeat")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS, help="those to run (all)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
@@ -102,15 +108,16 @@ def main() -> int:
 
     records = []
     for repeat in range(args.repeats):
-        order = VARIANTS[repeat % len(VARIANTS) :] + VARIANTS[: repeat % len(VARIANTS)]
+        variants = [v for v in VARIANTS if v in args.variants]
+        order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
         answers, seconds = {}, {}
         for variant in order:
             answers[variant], seconds[variant] = run(llm, draft, variant, prompts, args.new_tokens, args.prompts)
             print(f"repeat {repeat + 1}: {variant}: {seconds[variant]:.1f} s", file=sys.stderr)
-        for variant in VARIANTS:
-            if answers[variant] != answers["loop"]:
-                raise SystemExit(f"the answers of {variant!r} differ from the loop's")
-        records.append({"seconds": seconds, "tokens": sum(len(answer) for answer in answers["loop"])})
+        for variant in variants:
+            if answers[variant] != answers[variants[0]]:
+                raise SystemExit(f"the answers of {variant!r} differ from those of {variants[0]!r}")
+        records.append({"seconds": seconds, "tokens": sum(len(answer) for answer in answers[variants[0]])})
 
     machine = {
         "date": datetime.date.today().isoformat(),
@@ -121,15 +128,16 @@ def main() -> int:
         "prompts": args.prompts,
         "new_tokens": args.new_tokens,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-        "command": " ".join(["python", "benchmarks/batch_generate.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", "benchmarks/batch_generate.py", *sys.argv[1:]]),
     }
     results = {"machine": machine, "records": records}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "batch_generate.json").write_text(json.dumps(results, indent=1))
     (args.out / "batch_generate.md").write_text(markdown(results))
     print(markdown(results))
-    ratio = statistics.median(r["seconds"]["loop"] / r["seconds"]["batch"] for r in records)
-    print(f"median batch over loop: {ratio:.2f}")
+    if {"loop", "batch"} <= set(variants):
+        ratio = statistics.median(r["seconds"]["loop"] / r["seconds"]["batch"] for r in records)
+        print(f"median batch over loop: {ratio:.2f}")
     return 0
 
 
