@@ -75,9 +75,8 @@ def markdown(results: dict) -> str:
     for variant in variants:
         over_loop = [s / loop for s, loop in zip(speeds[variant], speeds["loop"])] if "loop" in speeds else None
         without = variant.replace(" + lookup", "").replace(" + draft", "")
-        over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if without in speeds else None
-        if without == variant:
-            over_without = None
+        paired = without != variant and without in speeds
+        over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if paired else None
         lines.append(
             f"| {variant} | {summary(speeds[variant])} | {summary(over_loop) if over_loop else '—'} |"
             f" {summary(over_without) if over_without else '—'} |"
