@@ -105,9 +105,9 @@ def main() -> int:
         model.distribute(accelerator="cpu", precision="32-true")
     run(llm, draft, "loop", prompts[:1], 4, 1)  # the first call is slower: not measured
 
+    variants = [v for v in VARIANTS if v in args.variants]
     records = []
     for repeat in range(args.repeats):
-        variants = [v for v in VARIANTS if v in args.variants]
         order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
         answers, seconds = {}, {}
         for variant in order:
