@@ -21,7 +21,6 @@ import datetime
 import json
 import platform
 import resource
-import shlex
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 import torch
 from litgpt import LLM
 
-from report import summary
+from report import command_line, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -127,7 +126,7 @@ def main() -> int:
         "prompts": args.prompts,
         "new_tokens": args.new_tokens,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-        "command": shlex.join(["python", "benchmarks/batch_generate.py", *sys.argv[1:]]),
+        "command": command_line(),
     }
     results = {"machine": machine, "records": records}
     args.out.mkdir(parents=True, exist_ok=True)

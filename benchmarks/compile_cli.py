@@ -29,6 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "demo"))
 import zen  # noqa: E402
+from report import command_line  # noqa: E402
 
 PROMPT = "Errors should never"
 COMMON = ["--prompt", PROMPT, "--temperature", "0", "--precision", "32-true", "--max_new_tokens", "100"]
@@ -110,7 +111,7 @@ def main() -> int:
         "first_sample_seconds": first,
         "graphs": graphs,
         "paired_ratios": paired,
-        "command": " ".join(["python", "benchmarks/compile_cli.py", *sys.argv[1:]]),
+        "command": command_line(),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compile_cli.json").write_text(json.dumps(results, indent=1))

@@ -42,7 +42,7 @@ import torch
 from litgpt import LLM
 from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
 
-from report import summary
+from report import command_line, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -357,7 +357,7 @@ def main() -> int:
         "repeats": args.repeats,
         "new_tokens": args.new_tokens,
         "server": args.server,
-        "command": " ".join(["python", "benchmarks/lookup_workload.py", *sys.argv[1:]]),
+        "command": command_line(),
     }
     results = {"machine": machine, "workloads": loads, "records": records, **results}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ import torch
 
 import pairs
 import timing
-from report import summary
+from report import command_line, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "demo"))
@@ -259,7 +259,7 @@ def main() -> int:
         "threads": args.threads,
         "repeats": args.repeats,
         "new_tokens": args.new_tokens,
-        "command": " ".join(["python", "benchmarks/prompt_lookup.py", *sys.argv[1:]]),
+        "command": command_line(),
     }
     kinds = {task["name"]: task["kind"] for task in tasks}
     results = {"machine": machine, "kinds": kinds, "real": real, "zen": zen_results}

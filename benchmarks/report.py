@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import datetime
 import json
+import shlex
 import statistics
+import sys
 from pathlib import Path
+
+
+def command_line() -> str:
+    """The command that ran this benchmark, quoted as a shell takes it again from the repository's root."""
+    return shlex.join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
 def _speed(entry: dict | None) -> str:

@@ -36,7 +36,7 @@ import requests
 import torch
 from litgpt import LLM
 
-from report import summary
+from report import command_line, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -375,7 +375,7 @@ def main() -> int:
         "max_batch_size": args.max_batch_size,
         "prompt_lookup": args.prompt_lookup,
         "peak_rss_mib": peak_rss,
-        "command": " ".join(["python", "benchmarks/serve.py", *sys.argv[1:]]),
+        "command": command_line(),
     }
     results = {"machine": machine, "tasks": tasks, "records": records, "metrics": metrics}
     args.out.mkdir(parents=True, exist_ok=True)

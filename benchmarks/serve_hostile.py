@@ -40,7 +40,7 @@ import psutil
 import requests
 from hypothesis import HealthCheck, given, settings
 
-from report import summary
+from report import command_line, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "demo")]
@@ -271,7 +271,7 @@ def main() -> None:
         for label, pythonpath in builds.items():
             results["builds"][label] = run_build(label, pythonpath, args, Path(tmp))
             print(label, counts(results["builds"][label]["hostile"]), results["builds"][label]["memory"], flush=True)
-    command = "python benchmarks/serve_hostile.py " + " ".join(sys.argv[1:])
+    command = command_line()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "serve_hostile.json").write_text(json.dumps({"command": command, **results}, indent=1) + "\n")
     (args.out / "serve_hostile.md").write_text(markdown(results, command))
