@@ -1,8 +1,10 @@
 """`litgpt serve --openai_spec true` used by strangers: every bad request a 4xx in the OpenAI API's format that names
-the field, generated bodies never a 5xx nor a hang, a dropped stream ends its generation, memory stays where it was,
-no client proposed another's answers, and the operator's settings (API key, interface, access token) hold.
+the field, generated bodies never a 5xx nor a hang, bad requests among concurrent good ones change none of their
+answers, a dropped stream ends its generation, memory stays where it was, no client proposed another's answers, and
+the operator's settings (API key, interface, access token) hold; answering one request at a time, and with
+continuous batching (`--max_batch_size 4`), where requests arrive while others generate in the same batch.
 
-Two real servers for the module, driven by plain HTTP and the `openai` client, both with prompt lookup over earlier
+Two real servers for each, driven by plain HTTP and the `openai` client, both with prompt lookup over earlier
 answers kept apart by salt, an API key, `--host 127.0.0.1` and an access token: one of a tiny checkpoint, which after
 every kind of abuse still answers a greedy request as before, and one of the demo's Zen of Python model, whose
 answers show what a salt keeps apart and last long enough for a dropped stream to be noticed. The cases and the
@@ -15,6 +17,7 @@ import re
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import psutil
@@ -26,7 +29,7 @@ import hostile_requests
 import litgpt_server
 import tiny_checkpoints
 import zen
-from hostile_requests import GOOD, PATH, post
+from hostile_requests import CASES, GOOD, PATH, post
 
 from .conftest import ROOT
 
@@ -46,16 +49,18 @@ OPTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
+@pytest.fixture(scope="module", params=["one at a time", "batched"])
+def servers(request, tmp_path_factory):
     """The tiny checkpoint's server, and one of the demo's Zen of Python model, whose answers prompt lookup proposes
-    poorly from the prompt alone and well from an earlier answer to the same prompt."""
+    poorly from the prompt alone and well from an earlier answer to the same prompt; each answering one request at a
+    time, or the requests of concurrent clients together (`--max_batch_size 4`)."""
     root = tmp_path_factory.mktemp("hostile")
     _, target = tiny_checkpoints.build_pair(root)
     (target / "chat_template.jinja").write_text(TEMPLATE)
     zen_target = shutil.copytree(zen.build_zen_pair(ROOT / "build" / "demo")[1], root / "zen")
     (zen_target / "chat_template.jinja").write_text("{% for message in messages %}{{ message['content'] }}{% endfor %}")
-    configurations = [(target, OPTIONS), (zen_target, [*OPTIONS, "--max_new_tokens", "100"])]
+    options = [*OPTIONS, "--max_batch_size", "4"] if request.param == "batched" else OPTIONS
+    configurations = [(target, options), (zen_target, [*options, "--max_new_tokens", "100"])]
     with litgpt_server.serving(*configurations, log_dir=root, env={"LIT_SERVER_API_KEY": API_KEY}) as started:
         yield started
 
@@ -144,6 +149,36 @@ def test_an_error_in_a_generation_fails_that_request_only(server, greedy):
             greedy()
     assert "ZeroDivisionError" in server.log()  # for the operator, not for the client:
     assert "ZeroDivision" not in response.text and "this conversation is refused" in error["message"]
+
+
+def test_bad_requests_among_concurrent_clients_change_no_other_answer(server, greedy):
+    """The bad requests of issue 28 and those that fail in the worker (a conversation that its template refuses or
+    fails on) sent by 4 clients at once, beside 4 clients that ask for a long greedy answer again, streaming or not:
+    each bad request gets its status, and each good one the answer it gets alone (with batching, bad requests arrive
+    while good ones generate in the batch)."""
+    fields = {"messages": GOOD["messages"], "temperature": 0, "max_tokens": 200}
+    expected = answer(server, fields)
+    failing = [
+        hostile_requests.Case(content, {**GOOD, "messages": [{"role": "user", "content": content}]}, status)
+        for content, status in (("divide by zero", 500), ("refuse", 400))
+    ]
+    cases = (CASES + failing) * 2
+
+    def bad(case: hostile_requests.Case) -> tuple[str, int]:
+        response, _ = post(server.url + case.path, case.body, case.method, headers=server.headers)
+        return case.name, response.status_code
+
+    def good(stream: bool) -> str:
+        completion = client(server).chat.completions.create(model="tiny", stream=stream, **fields)
+        if not stream:
+            return completion.choices[0].message.content
+        return "".join(chunk.choices[0].delta.content or "" for chunk in completion if chunk.choices)
+
+    with ThreadPoolExecutor(8) as pool:
+        sent = [(pool.submit(good, False), pool.submit(bad, case), pool.submit(good, True)) for case in cases]
+        assert [b.result() for _, b, _ in sent] == [(case.name, case.status) for case in cases]
+        assert [(g.result(), s.result()) for g, _, s in sent] == [(expected, expected)] * len(cases)
+    greedy()
 
 
 @settings(
