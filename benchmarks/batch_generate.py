@@ -2,7 +2,7 @@
 prompt lookup, and with a draft model that cannot pay.
 
     python benchmarks/batch_generate.py [--prompts 8] [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
-        [--variants VARIANT ...]
+        [--variants VARIANT ...] [--kind copy|open]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
 benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Five
@@ -11,13 +11,15 @@ variants, interleaved within each repeat (their order rotates from repeat to rep
 prompt and text only), and the batch with SmolLM2's first 4 blocks as draft model (`speculative_k="auto"`), which
 accepts too few tokens to pay: the batch must choose not to draft. The speed of a variant is the new tokens of all
 prompts over the seconds of the whole call or loop; ratios are paired repeat by repeat. Every variant's answers must
-equal the loop's. `--variants` runs only those named (say "batch" "batch + draft", to pair two of them more often).
+equal the loop's. `--variants` runs only those named (say "batch" "batch + draft", to pair two of them more often);
+`--kind` takes the prompts of one kind only, repeated as needed.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import platform
 import resource
@@ -62,7 +64,8 @@ def markdown(results: dict) -> str:
     variants = [v for v in VARIANTS if v in records[0]["seconds"]]
     speeds = {v: [r["tokens"] / r["seconds"][v] for r in records] for v in variants}
     lines = [
-        f"# {machine['prompts']} prompts through `LLM.generate` at once against a loop ({machine['date']})",
+        f"# {machine['prompts']} {machine.get('kind') or 'chat'} prompts through `LLM.generate` at once against a"
+        f" loop ({machine['date']})",
         "",
         f"`{machine['command']}`: SmolLM2-135M-Instruct, float32, greedy, up to {machine['new_tokens']} new tokens per"
         f" prompt, {machine['threads']} thread(s), {machine['repeats']} interleaved repeats, {records[0]['tokens']}"
@@ -92,11 +95,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
     parser.add_argument("--quick", action="store_true", help="3 prompts, 8 new tokens, one repeat")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS, help="those to run (all)")
+    parser.add_argument("--kind", choices=("copy", "open"), help="only the prompts of this kind, repeated as needed")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         args.prompts, args.new_tokens, args.repeats = 3, 8, 1
-    prompts = [task["prompt"] for task in json.loads(TASKS.read_text())["tasks"][: args.prompts]]
+    tasks = [task for task in json.loads(TASKS.read_text())["tasks"] if args.kind in (None, task["kind"])]
+    prompts = [task["prompt"] for task in itertools.islice(itertools.cycle(tasks), args.prompts)]
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     draft_dir = layer_draft.make_draft(checkpoint_dir, 4)  # made once, as `tools/smollm2.py --draft-layers 4` does
     llm, draft = (LLM.load(str(path), distribute=None) for path in (checkpoint_dir, draft_dir))
@@ -124,6 +129,7 @@ def main() -> int:
         "threads": args.threads,
         "repeats": args.repeats,
         "prompts": args.prompts,
+        "kind": args.kind,
         "new_tokens": args.new_tokens,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "command": command_line(),
