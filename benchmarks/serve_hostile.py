@@ -1,6 +1,7 @@
 """`litgpt serve --openai_spec true` under hostile clients, for one build of the fork or two (before and after).
 
-    python benchmarks/serve_hostile.py [--before DIR] [--requests 500] [--repeats 3] [--out benchmarks/results/cpu]
+    python benchmarks/serve_hostile.py [--before DIR] [--requests 500] [--repeats 3] [--max-batch-size N]
+        [--out benchmarks/results/cpu]
 
 For each build (the installed fork, "after", and with `--before` a patched tree put first on the servers'
 PYTHONPATH, "before"):
@@ -17,6 +18,8 @@ PYTHONPATH, "before"):
   same 8 clients with no streams dropped before; interleaved, `--repeats` times. The server answers the 8 in turn,
   in an order that varies, so the i-th answer to come after the drops is paired with the i-th without, repeat by
   repeat: each ratio says how much later that answer came.
+
+With `--max-batch-size N` every server answers concurrent requests together (`--max_batch_size N`).
 
 Results go to OUT/serve_hostile.json and OUT/serve_hostile.md; `--summarize` writes them again from the JSON.
 """
@@ -187,6 +190,7 @@ def summarize_drops(runs: list[dict]) -> dict:
 def run_build(label: str, pythonpath: str | None, args: argparse.Namespace, tmp: Path) -> dict:
     env = {"PYTHONPATH": pythonpath} if pythonpath else {}
     host = ["--host", "127.0.0.1"] if supports_host(env) else []
+    host += ["--max_batch_size", str(args.max_batch_size)] if args.max_batch_size > 1 else []
     _, target = tiny_checkpoints.build_pair(tmp / label)
     (target / "chat_template.jinja").write_text(TEMPLATE)
     tiny = [*OPTIONS, "--temperature", "0", "--max_new_tokens", "200", "--prompt_lookup", "true", *host]
@@ -251,6 +255,7 @@ def main() -> None:
     parser.add_argument("--before", help="a patched tree to put first on the servers' PYTHONPATH, as 'before'")
     parser.add_argument("--requests", type=int, default=500, help="generated hostile requests per build")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the dropped-streams scenario")
+    parser.add_argument("--max-batch-size", type=int, default=1, help="the servers' --max_batch_size (1: off)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
     parser.add_argument("--summarize", action="store_true", help="write OUT's report again from its JSON")
     args = parser.parse_args()
