@@ -12,7 +12,9 @@ prompt and text only), and the batch with SmolLM2's first 4 blocks as draft mode
 accepts too few tokens to pay: the batch must choose not to draft. The speed of a variant is the new tokens of all
 prompts over the seconds of the whole call or loop; ratios are paired repeat by repeat. Every variant's answers must
 equal the loop's. `--variants` runs only those named (say "batch" "batch + draft", to pair two of them more often);
-`--kind` takes the prompts of one kind only, repeated as needed.
+`--kind` takes the prompts of one kind only, repeated as needed. The batch's rounds with and without lookup are also
+counted in rounds of one token at each call's own cost of them (`round_equivalents`), which takes out the machine's
+swings between calls.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import torch
 from litgpt import LLM
+from litgpt.generate import continuous_batching
 
 from report import command_line, summary
 
@@ -42,21 +45,47 @@ TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
 VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup", "batch + draft")
 
 
+def round_equivalents(rounds: list[tuple[int, int, float]]) -> float:
+    """A batch's rounds (batch size, tokens per row, seconds) counted in rounds of one token of their batch size (of
+    the nearest size that has some), each at the median seconds of those in the same call. This takes out the
+    machine's swings from call to call, assuming that they slow every round of a call alike."""
+    plain = {}
+    for size, length, seconds in rounds:
+        if length == 1:
+            plain.setdefault(size, []).append(seconds)
+    median = {size: statistics.median(times) for size, times in plain.items()}
+    if not median:
+        return float("nan")  # no round of one token to count in
+    return sum(seconds / median[min(median, key=lambda s: abs(s - size))] for size, _, seconds in rounds)
+
+
 def run(
     llm: LLM, draft: LLM, variant: str, prompts: list[str], new_tokens: int, batch_size: int
-) -> tuple[list[list[int]], float]:
-    """The answers (token ids) of one variant and its seconds."""
+) -> tuple[list[list[int]], float, list[tuple[int, int, float]]]:
+    """The answers (token ids) of one variant, its seconds, and the rounds of a batch as its chooser timed them
+    (batch size, tokens per row, seconds; the draft model's catching up on a row's text is not in them)."""
     kwargs = dict(max_new_tokens=new_tokens, temperature=0.0, return_as_token_ids=True)
     if "lookup" in variant:
         kwargs.update(prompt_lookup=True, lookup_cache_tokens=0)
     if "draft" in variant:
         kwargs.update(draft_model=draft, speculative_k="auto")
+    rounds = []
+    timed = continuous_batching.BatchLengthChooser.update
+
+    def update(chooser, batch_size: int, length: int, seconds: float) -> None:
+        rounds.append((batch_size, length, seconds))
+        timed(chooser, batch_size, length, seconds)
+
+    continuous_batching.BatchLengthChooser.update = update
     start = time.perf_counter()
-    if variant.startswith("batch"):
-        answers = llm.generate(prompts, max_batch_size=batch_size, **kwargs)
-    else:
-        answers = [llm.generate(prompt, **kwargs) for prompt in prompts]
-    return [answer.tolist() for answer in answers], time.perf_counter() - start
+    try:
+        if variant.startswith("batch"):
+            answers = llm.generate(prompts, max_batch_size=batch_size, **kwargs)
+        else:
+            answers = [llm.generate(prompt, **kwargs) for prompt in prompts]
+    finally:
+        continuous_batching.BatchLengthChooser.update = timed
+    return [answer.tolist() for answer in answers], time.perf_counter() - start, rounds
 
 
 def markdown(results: dict) -> str:
@@ -64,8 +93,8 @@ def markdown(results: dict) -> str:
     variants = [v for v in VARIANTS if v in records[0]["seconds"]]
     speeds = {v: [r["tokens"] / r["seconds"][v] for r in records] for v in variants}
     lines = [
-        f"# {machine['prompts']} {machine.get('kind') or 'chat'} prompts through `LLM.generate` at once against a"
-        f" loop ({machine['date']})",
+        f"# {machine['prompts']} prompts{f' ({kind})' if (kind := machine.get('kind')) else ''} through `LLM.generate`"
+        f" at once against a loop ({machine['date']})",
         "",
         f"`{machine['command']}`: SmolLM2-135M-Instruct, float32, greedy, up to {machine['new_tokens']} new tokens per"
         f" prompt, {machine['threads']} thread(s), {machine['repeats']} interleaved repeats, {records[0]['tokens']}"
@@ -83,6 +112,17 @@ def markdown(results: dict) -> str:
             f"| {variant} | {summary(speeds[variant])} | {summary(over_loop) if over_loop else '—'} |"
             f" {summary(over_without) if over_without else '—'} |"
         )
+    if all({"batch", "batch + lookup"} <= set(r.get("round_equivalents", {})) for r in records):
+        equivalents = [r["round_equivalents"] for r in records]
+        lines += [
+            "",
+            "Counted in rounds of one token of their batch size, each at the median seconds of those in the same call"
+            f" (`round_equivalents`): the batch {summary([e['batch'] for e in equivalents])}, with lookup"
+            f" {summary([e['batch + lookup'] for e in equivalents])}; lookup over the batch alone, paired:"
+            f" {summary([e['batch'] / e['batch + lookup'] for e in equivalents])}. Rounds: the batch"
+            f" {summary([r['rounds']['batch'] for r in records])}, with lookup"
+            f" {summary([r['rounds']['batch + lookup'] for r in records])}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -113,14 +153,19 @@ def main() -> int:
     records = []
     for repeat in range(args.repeats):
         order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
-        answers, seconds = {}, {}
+        answers, seconds, equivalents, round_counts = {}, {}, {}, {}
         for variant in order:
-            answers[variant], seconds[variant] = run(llm, draft, variant, prompts, args.new_tokens, args.prompts)
+            answers[variant], seconds[variant], rounds = run(
+                llm, draft, variant, prompts, args.new_tokens, args.prompts
+            )
+            if variant in ("batch", "batch + lookup"):
+                equivalents[variant], round_counts[variant] = round_equivalents(rounds), len(rounds)
             print(f"repeat {repeat + 1}: {variant}: {seconds[variant]:.1f} s", file=sys.stderr)
         for variant in variants:
             if answers[variant] != answers[variants[0]]:
                 raise SystemExit(f"the answers of {variant!r} differ from those of {variants[0]!r}")
-        records.append({"seconds": seconds, "tokens": sum(len(answer) for answer in answers[variants[0]])})
+        tokens = sum(len(answer) for answer in answers[variants[0]])
+        records.append({"seconds": seconds, "tokens": tokens, "round_equivalents": equivalents, "rounds": round_counts})
 
     machine = {
         "date": datetime.date.today().isoformat(),

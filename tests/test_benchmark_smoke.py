@@ -231,3 +231,5 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
     assert 0 < record["tokens"] <= 3 * 8 and all(seconds > 0 for seconds in record["seconds"].values())
     md = (tmp_path / "batch_generate.md").read_text()
     assert "| batch + draft |" in md and "3 prompts through `LLM.generate` at once" in md
+    assert set(record["round_equivalents"]) == {"batch", "batch + lookup"}
+    assert all(count >= 1 for count in record["round_equivalents"].values()) and "round_equivalents" in md
