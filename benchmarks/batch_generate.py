@@ -12,9 +12,9 @@ prompt and text only), and the batch with SmolLM2's first 4 blocks as draft mode
 accepts too few tokens to pay: the batch must choose not to draft. The speed of a variant is the new tokens of all
 prompts over the seconds of the whole call or loop; ratios are paired repeat by repeat. Every variant's answers must
 equal the loop's. `--variants` runs only those named (say "batch" "batch + draft", to pair two of them more often);
-`--kind` takes the prompts of one kind only, repeated as needed. The batch's rounds with and without lookup are also
-counted in rounds of one token at each call's own cost of them (`round_equivalents`), which takes out the machine's
-swings between calls.
+`--kind` takes the prompts of one kind only, repeated as needed. The seconds of the batch's rounds with and without
+lookup are also counted in rounds of one token of the full batch at each call's own cost of them
+(`round_equivalents`), which takes out the machine's swings between calls.
 """
 
 from __future__ import annotations
@@ -46,17 +46,16 @@ VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup", "batch + draft")
 
 
 def round_equivalents(rounds: list[tuple[int, int, float]]) -> float:
-    """A batch's rounds (batch size, tokens per row, seconds) counted in rounds of one token of their batch size (of
-    the nearest size that has some), each at the median seconds of those in the same call. This takes out the
-    machine's swings from call to call, assuming that they slow every round of a call alike."""
+    """The seconds of a batch's rounds (batch size, tokens per row, seconds) in rounds of one token of the largest batch
+    size that has some, at the median seconds of those in the same call. This takes out the machine's swings from
+    call to call, assuming that they slow every round of a call alike."""
     plain = {}
     for size, length, seconds in rounds:
         if length == 1:
             plain.setdefault(size, []).append(seconds)
-    median = {size: statistics.median(times) for size, times in plain.items()}
-    if not median:
+    if not plain:
         return float("nan")  # no round of one token to count in
-    return sum(seconds / median[min(median, key=lambda s: abs(s - size))] for size, _, seconds in rounds)
+    return sum(seconds for _, _, seconds in rounds) / statistics.median(plain[max(plain)])
 
 
 def run(
@@ -116,8 +115,8 @@ def markdown(results: dict) -> str:
         equivalents = [r["round_equivalents"] for r in records]
         lines += [
             "",
-            "Counted in rounds of one token of their batch size, each at the median seconds of those in the same call"
-            f" (`round_equivalents`): the batch {summary([e['batch'] for e in equivalents])}, with lookup"
+            "The seconds of the rounds in rounds of one token of the full batch, at the median seconds of those in the"
+            f" same call (`round_equivalents`): the batch {summary([e['batch'] for e in equivalents])}, with lookup"
             f" {summary([e['batch + lookup'] for e in equivalents])}; lookup over the batch alone, paired:"
             f" {summary([e['batch'] / e['batch + lookup'] for e in equivalents])}. Rounds: the batch"
             f" {summary([r['rounds']['batch'] for r in records])}, with lookup"
