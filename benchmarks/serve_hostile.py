@@ -190,17 +190,17 @@ def summarize_drops(runs: list[dict]) -> dict:
 def run_build(label: str, pythonpath: str | None, args: argparse.Namespace, tmp: Path) -> dict:
     env = {"PYTHONPATH": pythonpath} if pythonpath else {}
     host = ["--host", "127.0.0.1"] if supports_host(env) else []
-    host += ["--max_batch_size", str(args.max_batch_size)] if args.max_batch_size > 1 else []
+    batching = ["--max_batch_size", str(args.max_batch_size)] if args.max_batch_size > 1 else []
     _, target = tiny_checkpoints.build_pair(tmp / label)
     (target / "chat_template.jinja").write_text(TEMPLATE)
-    tiny = [*OPTIONS, "--temperature", "0", "--max_new_tokens", "200", "--prompt_lookup", "true", *host]
+    tiny = [*OPTIONS, "--temperature", "0", "--max_new_tokens", "200", "--prompt_lookup", "true", *host, *batching]
     server = Restartable(target, tiny, tmp / label, env)
     try:
         result = {"hostile": hostile(server, args.requests), "memory": memory(server)}
         result["restarts"] = server.restarts
     finally:
         litgpt_server.stop(server.server)
-    smol = [*OPTIONS, "--max_new_tokens", "256", "--prompt_lookup", "true", *host]
+    smol = [*OPTIONS, "--max_new_tokens", "256", "--prompt_lookup", "true", *host, *batching]
     server = Restartable(smollm2.make_checkpoint(), smol, tmp / label, env)
     try:
         result["dropped_streams"] = dropped_streams(server, args.repeats)
