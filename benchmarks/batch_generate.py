@@ -5,13 +5,15 @@ prompt lookup, and with a draft model that cannot pay.
         [--variants VARIANT ...] [--kind copy|open]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
-benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Five
+benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Six
 variants, interleaved within each repeat (their order rotates from repeat to repeat): a loop of `llm.generate(prompt)`,
 `llm.generate(prompts)`, both with `prompt_lookup=True` (`lookup_cache_tokens=0`: each answer looks up its own
 prompt and text only), and the batch with SmolLM2's first 4 blocks as draft model (`speculative_k="auto"`), which
-accepts too few tokens to pay: the batch must choose not to draft. The speed of a variant is the new tokens of all
-prompts over the seconds of the whole call or loop; ratios are paired repeat by repeat. Every variant's answers must
-equal the loop's. `--variants` runs only those named (say "batch" "batch + draft", to pair two of them more often);
+accepts too few tokens to pay: the batch must choose not to draft, without and with lookup. Each variant is compared
+with the loop and with the variant without its last ` + ...` (the batch with lookup and the draft: with lookup). The
+speed of a variant is the new tokens of all prompts over the seconds of the whole call or loop; ratios are paired
+repeat by repeat. Every variant's answers must equal the loop's. `--variants` runs only those named (say "batch"
+"batch + draft", to pair two of them more often);
 `--kind` takes the prompts of one kind only, repeated as needed. The seconds of the batch's rounds with and without
 lookup are also counted in rounds of one token of the full batch at each call's own cost of them
 (`round_equivalents`), which takes out the machine's swings between calls.
@@ -42,7 +44,7 @@ import layer_draft  # noqa: E402
 import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
-VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup", "batch + draft")
+VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup", "batch + draft", "batch + lookup + draft")
 
 
 def round_equivalents(rounds: list[tuple[int, int, float]]) -> float:
@@ -99,12 +101,12 @@ def markdown(results: dict) -> str:
         f" prompt, {machine['threads']} thread(s), {machine['repeats']} interleaved repeats, {records[0]['tokens']}"
         f" new tokens in all per variant; median (quartiles) over repeats. Peak RSS {machine['peak_rss_mib']} MiB.",
         "",
-        "| variant | tokens/s | over the loop (paired) | over the same without lookup or draft (paired) |",
+        "| variant | tokens/s | over the loop (paired) | over the variant without its last ` + ...` (paired) |",
         "|---|---|---|---|",
     ]
     for variant in variants:
         over_loop = [s / loop for s, loop in zip(speeds[variant], speeds["loop"])] if "loop" in speeds else None
-        without = variant.replace(" + lookup", "").replace(" + draft", "")
+        without = variant.rsplit(" + ", 1)[0]
         paired = without != variant and without in speeds
         over_without = [s / w for s, w in zip(speeds[variant], speeds[without])] if paired else None
         lines.append(
