@@ -235,8 +235,8 @@ def test_chat_with_prompt_lookup_replies_what_chat_replies_alone(checkpoint_dir)
 
 def test_a_list_of_prompts_is_answered_as_each_prompt_alone(llms):
     """Continuous batching on the real model, float32: rows of different prompt lengths and answer lengths (one stops
-    at the end-of-sequence token), joining as others leave (3 rows for 5 prompts), alone, with prompt lookup and with
-    the 4-block draft."""
+    at the end-of-sequence token), joining as others leave (3 rows for 5 prompts), alone, with prompt lookup, with the
+    4-block draft and with both."""
     llm, draft = llms
     prompts = [*PROMPTS, COPY_PROMPT]
     max_new_tokens = [32, 8, 32, 20, 40]
@@ -245,7 +245,12 @@ def test_a_list_of_prompts_is_answered_as_each_prompt_alone(llms):
         for prompt, n in zip(prompts, max_new_tokens)
     ]
     assert any(len(answer) < n for answer, n in zip(alone, max_new_tokens))  # an answer ends before its length
-    for speculative in ({}, {"prompt_lookup": True}, {"draft_model": draft}):
+    for speculative in (
+        {},
+        {"prompt_lookup": True},
+        {"draft_model": draft},
+        {"prompt_lookup": True, "draft_model": draft},
+    ):
         answers = llm.generate(
             prompts,
             return_as_token_ids=True,
