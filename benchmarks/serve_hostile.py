@@ -39,7 +39,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import requests
 from hypothesis import HealthCheck, given, settings
 
@@ -101,10 +100,6 @@ class Restartable:
             return None
         return response.json()["choices"][0]["message"]["content"] if response.status_code == 200 else None
 
-    def rss_mib(self) -> float:
-        group = psutil.Process(self.server.process.pid)
-        return sum(process.memory_info().rss for process in [group, *group.children(recursive=True)]) / 2**20
-
 
 def hostile(server: Restartable, count: int) -> dict:
     """The catalog and `count` generated bodies: each request's status, and whether the greedy answer changed."""
@@ -144,7 +139,7 @@ def memory(server: Restartable) -> dict:
             body["n"] = 0  # a bad request
         server.send(body)
         if i + 1 in (10, 1000):
-            rss[i + 1] = server.rss_mib()
+            rss[i + 1] = litgpt_server.rss_mib(server.server)
     return {"rss_after_10_mib": rss[10], "rss_after_1000_mib": rss[1000], "grown_mib": rss[1000] - rss[10]}
 
 

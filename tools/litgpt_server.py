@@ -81,13 +81,23 @@ def refused_at_start(*args: str) -> str:
 def peak_rss_mib(server: Server) -> float:
     """The peak resident memory of the server's processes (its process group: the HTTP server, LitServe's manager
     and workers), each process's own peak (VmHWM) summed: at least the peak of the group at any one time."""
+    return _group_memory_mib(server, "VmHWM")
+
+
+def rss_mib(server: Server) -> float:
+    """The resident memory of the server's processes (its process group) now."""
+    return _group_memory_mib(server, "VmRSS")
+
+
+def _group_memory_mib(server: Server, field: str) -> float:
+    """A memory `field` of /proc/PID/status, summed over the processes of the server's process group."""
     total_kib = 0
     for status in Path("/proc").glob("[0-9]*/status"):
         with contextlib.suppress(OSError, ProcessLookupError):
             if os.getpgid(int(status.parent.name)) != server.process.pid:
                 continue
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            total_kib += int(fields.get("VmHWM", "0 kB").split()[0])
+            total_kib += int(fields.get(field, "0 kB").split()[0])
     return total_kib / 1024
 
 
