@@ -1,10 +1,12 @@
 """Serving with prompt lookup, or with continuous batching: two `litgpt serve --openai_spec true` servers of one
 checkpoint, one of them with `--prompt_lookup true` (or, with `--compare batching`, one that answers one request at a
-time and one with `--max_batch_size`).
+time and one with `--max_batch_size`; with `--compare draft`, both batching with `--prompt_lookup true`, one of them
+with SmolLM2's first 4 blocks as `--draft_model` too, which cannot pay).
 
     python benchmarks/serve.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
     python benchmarks/serve.py --compare batching --max-batch-size 8 --clients 1 2 4 8
     python benchmarks/serve.py --max-batch-size 8 --clients 1 2 4 8   # lookup against none, both batching
+    python benchmarks/serve.py --compare draft --clients 1 4 8   # lookup and a draft against lookup, both batching
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, the chat requests of
 benchmarks/prompt_lookup_tasks.json (answers that copy from the prompt, and open ones), sent with the `openai` client
@@ -40,11 +42,16 @@ from report import command_line, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import layer_draft  # noqa: E402
 import litgpt_server  # noqa: E402
 import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
-COMPARISONS = {"lookup": ("alone", "lookup"), "batching": ("one at a time", "batched")}
+COMPARISONS = {
+    "lookup": ("alone", "lookup"),
+    "batching": ("one at a time", "batched"),
+    "draft": ("lookup", "lookup + draft"),
+}
 CONCURRENCY = (1, 2, 4, 8)
 
 
@@ -179,9 +186,13 @@ def analyse(results: dict) -> dict:
 def markdown(results: dict) -> str:
     machine, analysis = results["machine"], analyse(results)
     names = tuple(machine.get("servers", COMPARISONS["lookup"]))
-    batching = names == COMPARISONS["batching"]
+    batching, drafting = names == COMPARISONS["batching"], names == COMPARISONS["draft"]
     lines = [
-        "# Serving with continuous batching" if batching else "# Serving with prompt lookup",
+        "# Serving with continuous batching"
+        if batching
+        else "# Serving with prompt lookup and a draft model"
+        if drafting
+        else "# Serving with prompt lookup",
         "",
         f"`{machine['command']}` on {machine['date']}: {machine['device']}, {machine['threads']} thread(s) per server"
         f" process and in the client, torch {machine['torch']}, litserve {machine['litserve']}, {machine['repeats']}"
@@ -203,6 +214,14 @@ def markdown(results: dict) -> str:
             " batched over one at a time; time to first token and latency: one at a time over batched (above 1:"
             " batching is faster)."
             + (" Both servers run with `--prompt_lookup true`." if machine.get("prompt_lookup") else ""),
+        ]
+    elif drafting:
+        lines += [
+            f"Both servers run with `--max_batch_size {machine['max_batch_size']}` and `--prompt_lookup true`; one of"
+            " them also with SmolLM2's first 4 blocks as `--draft_model` (`--speculative_k auto`), which cannot pay."
+            " Paired request by request: median (quartiles). Tokens/s: the rate at which an answer streams once it"
+            " started, lookup + draft over lookup; time to first token and latency: lookup over lookup + draft (above"
+            " 1: the draft makes it faster).",
         ]
     else:
         if machine.get("max_batch_size", 1) > 1:
@@ -240,7 +259,7 @@ def markdown(results: dict) -> str:
         f" {analysis['requests']}.",
     ]
     for clients in machine["clients"]:
-        api = clients == 1 and not batching
+        api = clients == 1 and names == COMPARISONS["lookup"]
         lines += [
             "",
             f"## {clients} client{'s' * (clients > 1)}",
@@ -332,8 +351,12 @@ def main() -> int:
     options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--timeout", "3600"]
     options += ["--max_new_tokens", str(args.new_tokens)]
     if args.max_batch_size is None:
-        args.max_batch_size = 8 if args.compare == "batching" else 1
-    if args.compare == "batching":
+        args.max_batch_size = 8 if args.compare in ("batching", "draft") else 1
+    if args.compare == "draft":
+        options += ["--prompt_lookup", "true", "--max_batch_size", str(args.max_batch_size), "--max_seq_length", "512"]
+        draft = ["--draft_model", str(layer_draft.make_draft(checkpoint_dir, 4)), "--speculative_k", "auto"]
+        configurations = [(checkpoint_dir, options), (checkpoint_dir, [*options, *draft])]
+    elif args.compare == "batching":
         options += ["--prompt_lookup", str(args.prompt_lookup).lower(), "--max_seq_length", "512"]
         second = [*options, "--max_batch_size", str(args.max_batch_size)]
         configurations = [(checkpoint_dir, [*options, "--max_batch_size", "1"]), (checkpoint_dir, second)]

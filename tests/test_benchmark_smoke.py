@@ -4,6 +4,7 @@ statistics; the simulation of auto's rounds."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -177,6 +178,17 @@ def test_serve_benchmark_compares_batching(tmp_path):
     assert "litgpt:num_requests_running" in md
 
 
+def test_serve_benchmark_compares_a_draft_beside_lookup(tmp_path):
+    run("serve.py", "--compare", "draft", "--max-batch-size", "2", "--quick", "--clients", "1", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "serve.json").read_text())
+    assert {r["server"] for r in results["records"]} == {"lookup", "lookup + draft"}
+    md = (tmp_path / "serve.md").read_text()
+    assert (
+        "# Serving with prompt lookup and a draft model" in md and "Answers equal to the lookup server's: 4 of 4." in md
+    )
+    assert "spec_decode_num_draft_tokens_total" in md
+
+
 def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path):
     run("lookup_workload.py", "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "lookup_workload.json").read_text())
@@ -227,9 +239,18 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
     run("batch_generate.py", "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "batch_generate.json").read_text())
     (record,) = results["records"]
-    assert set(record["seconds"]) == {"loop", "batch", "loop + lookup", "batch + lookup", "batch + draft"}
+    assert set(record["seconds"]) == {
+        "loop",
+        "batch",
+        "loop + lookup",
+        "batch + lookup",
+        "batch + draft",
+        "batch + lookup + draft",
+    }
     assert 0 < record["tokens"] <= 3 * 8 and all(seconds > 0 for seconds in record["seconds"].values())
     md = (tmp_path / "batch_generate.md").read_text()
     assert "| batch + draft |" in md and "3 prompts through `LLM.generate` at once" in md
+    # the draft added to lookup is compared with lookup alone
+    assert re.search(r"\| batch \+ lookup \+ draft \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|", md), md
     assert set(record["round_equivalents"]) == {"batch", "batch + lookup"}
     assert all(count >= 1 for count in record["round_equivalents"].values()) and "round_equivalents" in md
