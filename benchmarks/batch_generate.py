@@ -13,10 +13,9 @@ accepts too few tokens to pay: the batch must choose not to draft, without and w
 with the loop and with the variant without its last ` + ...` (the batch with lookup and the draft: with lookup). The
 speed of a variant is the new tokens of all prompts over the seconds of the whole call or loop; ratios are paired
 repeat by repeat. Every variant's answers must equal the loop's. `--variants` runs only those named (say "batch"
-"batch + draft", to pair two of them more often);
-`--kind` takes the prompts of one kind only, repeated as needed. The seconds of the batch's rounds with and without
-lookup are also counted in rounds of one token of the full batch at each call's own cost of them
-(`round_equivalents`), which takes out the machine's swings between calls.
+"batch + draft", to pair two of them more often); `--kind` takes the prompts of one kind only, repeated as needed. The
+seconds of the batch's rounds with and without lookup are also counted in rounds of one token of the full batch at each
+call's own cost of them (`round_equivalents`), which takes out the machine's swings between calls.
 """
 
 from __future__ import annotations
