@@ -24,38 +24,22 @@ TREE = ROOT / "build" / "upstream"
 
 def materialize(tree: Path = TREE, sdist: str | None = None, force: bool = False) -> Path:
     """Create ``tree`` afresh as a git repository holding upstream and the patch series as commits."""
-    pin = upstream_tree.read_pin(ROOT)
-    patches = upstream_tree.read_series(ROOT / "patches")
     if tree.exists():
         if not force:
             raise ForkBuildError(f"{tree} exists; export any work in it first, then rerun with --force to replace it")
         shutil.rmtree(tree)
     tree.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=tree.parent) as tmp:
-        upstream_tree.unpack_sdist(upstream_tree.fetch_sdist(pin, sdist), Path(tmp)).rename(tree)
-    git("init", "-q", "-b", "main", cwd=tree)
-    git("add", "-A", "-f", cwd=tree)
-    git(
-        "commit",
-        "-q",
-        "-m",
-        f"upstream {pin.version}",
-        "-m",
-        f"Unpacked {pin.sdist_name}, sha256 {pin.sha256}.",
-        cwd=tree,
-    )
-    git("tag", "upstream", cwd=tree)
-    for patch in patches:
-        result = git("am", "-q", "--keep-cr", str(patch), cwd=tree, check=False)
-        if result.returncode != 0:
-            git("am", "--abort", cwd=tree, check=False)
-            raise ForkBuildError(f"patch {patch.name} does not apply with git am:\n{result.stderr.strip()}")
+        patched, _ = upstream_tree.patched_tree(ROOT, Path(tmp), sdist)
+        patched.rename(tree)
     return tree
 
 
 def export(tree: Path = TREE) -> list[str]:
-    """Write ``upstream..HEAD`` of ``tree`` as format-patch files into patches/ and rewrite the series."""
+    """Write ``upstream..HEAD`` of ``tree`` as format-patch files into patches/ and rewrite the series, keeping its
+    topic comments where they were."""
     patches_dir = ROOT / "patches"
+    series_lines = (patches_dir / "series").read_text().splitlines() if (patches_dir / "series").exists() else []
     for old in patches_dir.glob("*.patch"):
         old.unlink()
     git(
@@ -70,8 +54,20 @@ def export(tree: Path = TREE) -> list[str]:
         cwd=tree,
     )
     names = sorted(p.name for p in patches_dir.glob("*.patch"))
-    (patches_dir / "series").write_text("".join(f"{name}\n" for name in names))
+    (patches_dir / "series").write_text("".join(f"{line}\n" for line in with_topics(names, series_lines)))
     return names
+
+
+def with_topics(names: list[str], old_lines: list[str]) -> list[str]:
+    """The series' lines: `names`, with the comment lines (one per topic) of the old series before the patch of the
+    same position."""
+    comments, position = {}, 0
+    for line in old_lines:
+        if line.startswith("#"):
+            comments.setdefault(position, []).append(line)
+        elif line.strip():
+            position += 1
+    return [line for i, name in enumerate(names) for line in [*comments.get(i, []), name]]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,12 +141,26 @@ def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
     return result
 
 
-def apply_series(tree: Path, patches: list[Path]) -> None:
-    """Apply each patch exactly as ``git am`` would (context must match, no fuzz); a failure names patch and file."""
+def apply_series(tree: Path, patches: list[Path], pin: Pin) -> None:
+    """Commit the unpacked upstream tree (tagged ``upstream``) in a repository of its own, then apply each patch with
+    ``git am``, one commit each, as upstream would take them; a patch that does not apply is named with the file."""
+    git("init", "-q", "-b", "main", cwd=tree)
+    git("add", "-A", "-f", cwd=tree)
+    git(
+        "commit",
+        "-q",
+        "-m",
+        f"upstream {pin.version}",
+        "-m",
+        f"Unpacked {pin.sdist_name}, sha256 {pin.sha256}.",
+        cwd=tree,
+    )
+    git("tag", "upstream", cwd=tree)
     for patch in patches:
-        result = git("apply", "--whitespace=nowarn", str(patch.resolve()), cwd=tree, check=False)
+        result = git("am", "-q", "--keep-cr", str(patch.resolve()), cwd=tree, check=False)
         if result.returncode != 0:
-            raise ForkBuildError(f"patch {patch.name} does not apply to the upstream tree:\n{result.stderr.strip()}")
+            git("am", "--abort", cwd=tree, check=False)
+            raise ForkBuildError(f"patch {patch.name} does not apply with git am:\n{result.stderr.strip()}")
 
 
 def patched_tree(root: Path, dest: Path, sdist: str | os.PathLike | None = None) -> tuple[Path, str]:
@@ -154,7 +168,7 @@ def patched_tree(root: Path, dest: Path, sdist: str | os.PathLike | None = None)
     pin = read_pin(root)
     patches = read_series(root / "patches")
     tree = unpack_sdist(fetch_sdist(pin, sdist), dest)
-    apply_series(tree, patches)
+    apply_series(tree, patches, pin)
     return tree, local_version(pin, patches)
 
 
