@@ -111,7 +111,8 @@ def test_offline_wheel_from_local_sdist_is_complete_litgpt(pin, upstream_sdist, 
     upstream_requires = {line for line in (tree / "PKG-INFO").read_text().splitlines() if line.startswith("Requires-")}
     fork_requires = {line for line in metadata.splitlines() if line.startswith("Requires-")}
     assert fork_requires - upstream_requires == {
-        "Requires-Dist: requests>=2.31",  # patch 0006
-        'Requires-Dist: prometheus-client>=0.20; extra == "extra"',  # patch 0028: litgpt serve's /metrics
+        "Requires-Dist: requests>=2.31",  # the litgpt command needs it to start
+        'Requires-Dist: prometheus-client>=0.20; extra == "extra"',  # litgpt serve's /metrics
+        'Requires-Dist: litserve==0.2.19; extra == "extra"',  # litgpt serve's batching uses its loop's internals
     }
-    assert upstream_requires - fork_requires == set()
+    assert upstream_requires - fork_requires == {'Requires-Dist: litserve>0.2; extra == "extra"'}

@@ -102,7 +102,7 @@ def test_greedy_ids_equal_transformers_generate(llms, hf):
     for prompt in PROMPTS:
         ids = torch.tensor(chat_ids(tokenizer, prompt))
         expected = model.generate(ids[None], do_sample=False, max_new_tokens=GREEDY["max_new_tokens"])[0]
-        llm._set_up_kv_cache(ids.size(0) + GREEDY["max_new_tokens"])
+        llm.model.set_kv_cache(batch_size=1, max_seq_length=ids.size(0) + GREEDY["max_new_tokens"])
         actual = generate_alone(
             llm.model, ids, ids.size(0) + GREEDY["max_new_tokens"], temperature=0.0, eos_id=tokenizer.eos_token_id
         )

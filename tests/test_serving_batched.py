@@ -120,7 +120,7 @@ def test_predict_answers_and_streams_as_without_batching(servers):
 def test_start_up_refuses_bad_batching_options(tmp_path):
     _, target = tiny_checkpoints.build_pair(tmp_path)
     for args, message in (
-        (["--max_batch_size", "0"], "max_batch_size must be a positive integer"),
+        (["--max_batch_size", "0"], "max_batch_size must be an integer >= 1, got 0"),
         (["--max_batch_size", "2", "--max_seq_length", "1"], "max_seq_length must be an integer of at least 2"),
     ):
         output = litgpt_server.refused_at_start(str(target), *args)
