@@ -116,15 +116,14 @@ def stop(server: Server) -> None:
 
 
 @contextlib.contextmanager
-def serving(
-    *configurations: tuple[Path, list[str]], log_dir: Path, env: dict[str, str] | None = None
-) -> Iterator[list[Server]]:
-    """Starts a server per (checkpoint_dir, options), all at once (their start-up is mostly imports), waits until
-    all are healthy, and stops all of them on exit."""
+def serving(*configurations: tuple, log_dir: Path, env: dict[str, str] | None = None) -> Iterator[list[Server]]:
+    """Starts a server per (checkpoint_dir, options) or (checkpoint_dir, options, its own env), all at once (their
+    start-up is mostly imports), waits until all are healthy, and stops all of them on exit."""
     servers = []
     try:
-        for i, (checkpoint_dir, options) in enumerate(configurations):
-            servers.append(start(checkpoint_dir, *options, log_path=log_dir / f"server-{i}.log", env=env))
+        for i, (checkpoint_dir, options, *own_env) in enumerate(configurations):
+            server_env = {**(env or {}), **(own_env[0] if own_env else {})}
+            servers.append(start(checkpoint_dir, *options, log_path=log_dir / f"server-{i}.log", env=server_env))
         for server in servers:
             wait_until_healthy(server)
         yield servers
