@@ -16,6 +16,10 @@ that follow each other. A refactor of the loop should leave them at 1, since the
   draft that is the target's first layer (alpha = 1, pairs.py), "auto" with an unrelated 1-layer draft (alpha ~ 0),
   and prompt lookup alone on a prompt that repeats itself; and for each build, "auto" with that draft over the target
   alone (what a draft that cannot pay costs).
+- With `--api`, instead: `LLM.generate(prompt)` of SmolLM2-135M-Instruct (tools/smollm2.py, float32, greedy, up to
+  128 new tokens) on the tasks of benchmarks/prompt_lookup_tasks.json, alone, with `prompt_lookup=True` (in the prompt
+  and the answer), with its first 4 blocks as `draft_model` (which cannot pay; `speculative_k="auto"`) and with both:
+  seconds per call, new / old paired per prompt and repeat, and whether both builds answer every prompt alike.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import timing  # noqa: E402
+from report import command_line  # noqa: E402
 
 
 def load_build(folder: Path, name: str, into: Path):
@@ -137,6 +142,61 @@ def model_rows(builds: dict, repeats: int, new_tokens: int = 128) -> list[dict]:
     return rows
 
 
+# prompt lookup in the prompt and the answer only (`lookup_cache_tokens=0`): an answer to a prompt asked before would be
+# looked up whole; the draft with `speculative_k="auto"`
+API_CASES = {
+    "alone": {},
+    "lookup": {"prompt_lookup": True, "lookup_cache_tokens": 0},
+    "draft": {"draft_model": True, "speculative_k": "auto"},
+    "lookup + draft": {"prompt_lookup": True, "lookup_cache_tokens": 0, "draft_model": True},
+}
+
+
+def api_rows(builds: dict, repeats: int, new_tokens: int = 128) -> tuple[list[dict], int]:
+    """Seconds of `LLM.generate` per case, prompt and build; and how many answers differ between the builds."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import layer_draft
+    import smollm2
+
+    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+    draft_dir = layer_draft.make_draft(checkpoint_dir, 4)
+    llms = {}
+    for name in builds:
+        llm_class = importlib.import_module(f"build_{name}.api").LLM
+        llms[name] = [llm_class.load(str(path), distribute=None) for path in (checkpoint_dir, draft_dir)]
+        for llm in llms[name]:
+            llm.distribute(accelerator="cpu", precision="32-true")
+    prompts = [
+        task["prompt"] for task in json.loads((ROOT / "benchmarks" / "prompt_lookup_tasks.json").read_text())["tasks"]
+    ]
+
+    def run(name: str, case: str, prompt: str) -> tuple[float, str]:
+        llm, draft = llms[name]
+        kwargs = {**API_CASES[case], "draft_model": draft} if "draft_model" in API_CASES[case] else API_CASES[case]
+        start = time.perf_counter()
+        text = llm.generate(prompt, temperature=0.0, max_new_tokens=new_tokens, **kwargs)
+        return time.perf_counter() - start, text
+
+    for name in builds:  # warm-up
+        run(name, "alone", prompts[0])
+    seconds = {name: {case: [] for case in API_CASES} for name in builds}
+    differ = 0
+    for repeat in range(repeats):
+        for i, prompt in enumerate(prompts):
+            for case in API_CASES:
+                texts = {}
+                for name in list(builds)[:: 1 if (repeat + i) % 2 == 0 else -1]:
+                    elapsed, texts[name] = run(name, case, prompt)
+                    seconds[name][case].append(elapsed)
+                differ += texts["old"] != texts["new"]
+        print(f"api repeat {repeat + 1}/{repeats}", file=sys.stderr, flush=True)
+    rows = []
+    for case in API_CASES:
+        ratios = [new / old for old, new in zip(seconds["old"][case], seconds["new"][case])]
+        rows.append({"case": case, "seconds": {n: seconds[n][case] for n in builds}, "new_over_old": ratios})
+    return rows, differ
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("old", type=Path)
@@ -144,11 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write compare_builds.json and compare_builds.md there")
+    parser.add_argument("--api", action="store_true", help="LLM.generate on SmolLM2 instead of the loop")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         builds = {name: load_build(folder.resolve(), f"build_{name}", Path(tmp)) for name, folder in
                   (("old", args.old), ("new", args.new))}  # fmt: skip
+        if args.api:
+            return api_report(args, *api_rows(builds, repeats=args.repeats))
         loop = loop_rows(builds, repeats=5 * args.repeats)
         model = model_rows(builds, repeats=args.repeats)
 
@@ -170,6 +233,28 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "compare_builds.json").write_text(json.dumps(result) + "\n")
         (args.out / "compare_builds.md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+def api_report(args: argparse.Namespace, rows: list[dict], differ: int) -> int:
+    lines = [
+        f"`{command_line()}`, {args.threads} thread(s)",
+        "",
+        "`LLM.generate(prompt)` of SmolLM2-135M-Instruct, greedy, up to 128 new tokens, per prompt and repeat:",
+        "",
+        "| case | seconds per call, old | new | new / old (median, quartiles) |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        old, new = (statistics.median(row["seconds"][n]) for n in ("old", "new"))
+        lines.append(f"| {row['case']} | {old:.2f} | {new:.2f} | {quartiles(row['new_over_old'])} |")
+    lines += ["", f"Answers that differ between the builds: {differ} of {len(rows) * len(rows[0]['new_over_old'])}"]
+    print("\n".join(lines))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result = {"command": command_line(), "threads": args.threads, "api": rows, "differ": differ}
+        (args.out / "compare_builds_api.json").write_text(json.dumps(result) + "\n")
+        (args.out / "compare_builds_api.md").write_text("\n".join(lines) + "\n")
+    return 0 if differ == 0 else 1
 
 
 if __name__ == "__main__":

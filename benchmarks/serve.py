@@ -1,7 +1,8 @@
 """Serving with prompt lookup, or with continuous batching: two `litgpt serve --openai_spec true` servers of one
 checkpoint, one of them with `--prompt_lookup true` (or, with `--compare batching`, one that answers one request at a
 time and one with `--max_batch_size`; with `--compare draft`, both batching with `--prompt_lookup true`, one of them
-with SmolLM2's first 4 blocks as `--draft_model` too, which cannot pay).
+with SmolLM2's first 4 blocks as `--draft_model` too, which cannot pay; with `--compare builds --before DIR`, the same
+server of two builds: a patched tree put first on the first server's PYTHONPATH, and the installed one).
 
     python benchmarks/serve.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
     python benchmarks/serve.py --compare batching --max-batch-size 8 --clients 1 2 4 8
@@ -51,6 +52,7 @@ COMPARISONS = {
     "lookup": ("alone", "lookup"),
     "batching": ("one at a time", "batched"),
     "draft": ("lookup", "lookup + draft"),
+    "builds": ("before", "after"),
 }
 CONCURRENCY = (1, 2, 4, 8)
 
@@ -187,12 +189,13 @@ def markdown(results: dict) -> str:
     machine, analysis = results["machine"], analyse(results)
     names = tuple(machine.get("servers", COMPARISONS["lookup"]))
     batching, drafting = names == COMPARISONS["batching"], names == COMPARISONS["draft"]
+    titles = {
+        COMPARISONS["batching"]: "# Serving with continuous batching",
+        COMPARISONS["draft"]: "# Serving with prompt lookup and a draft model",
+        COMPARISONS["builds"]: "# Serving, two builds",
+    }
     lines = [
-        "# Serving with continuous batching"
-        if batching
-        else "# Serving with prompt lookup and a draft model"
-        if drafting
-        else "# Serving with prompt lookup",
+        titles.get(names, "# Serving with prompt lookup"),
         "",
         f"`{machine['command']}` on {machine['date']}: {machine['device']}, {machine['threads']} thread(s) per server"
         f" process and in the client, torch {machine['torch']}, litserve {machine['litserve']}, {machine['repeats']}"
@@ -335,7 +338,11 @@ def main() -> int:
         type=int,
         help="of the batched server (default 8), or of both with --compare lookup (default 1)",
     )
-    parser.add_argument("--prompt-lookup", action="store_true", help="with --compare batching, both servers look up")
+    parser.add_argument(
+        "--prompt-lookup", action="store_true", help="with --compare batching or builds, both servers look up"
+    )
+    parser.add_argument("--draft", action="store_true", help="with --compare builds, both servers draft (4 blocks)")
+    parser.add_argument("--before", type=Path, help="with --compare builds, a tree holding the first build's litgpt")
     args = parser.parse_args()
     if args.report:
         (args.out / "serve.md").write_text(markdown(json.loads((args.out / "serve.json").read_text())))
@@ -356,6 +363,15 @@ def main() -> int:
         options += ["--prompt_lookup", "true", "--max_batch_size", str(args.max_batch_size), "--max_seq_length", "512"]
         draft = ["--draft_model", str(layer_draft.make_draft(checkpoint_dir, 4)), "--speculative_k", "auto"]
         configurations = [(checkpoint_dir, options), (checkpoint_dir, [*options, *draft])]
+    elif args.compare == "builds":
+        if args.before is None:
+            parser.error("--compare builds needs --before DIR")
+        options += ["--prompt_lookup", str(args.prompt_lookup).lower(), "--max_seq_length", "512"]
+        options += ["--max_batch_size", str(args.max_batch_size)]
+        if args.draft:
+            options += ["--draft_model", str(layer_draft.make_draft(checkpoint_dir, 4)), "--speculative_k", "auto"]
+        before = {"PYTHONPATH": str(args.before.resolve())}
+        configurations = [(checkpoint_dir, options, before), (checkpoint_dir, options)]
     elif args.compare == "batching":
         options += ["--prompt_lookup", str(args.prompt_lookup).lower(), "--max_seq_length", "512"]
         second = [*options, "--max_batch_size", str(args.max_batch_size)]
