@@ -5,11 +5,12 @@ prompt lookup, and with a draft model that cannot pay.
         [--variants VARIANT ...] [--kind copy|open]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
-benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones). Six
-variants, interleaved within each repeat (their order rotates from repeat to repeat): a loop of `llm.generate(prompt)`,
+benchmarks/prompt_lookup_tasks.json (the first `--prompts`: answers that copy from the prompt, then open ones), or
+with `--kind held-out` the eight chat prompts of tools/smollm2.py, open and in no task set. Seven variants, interleaved
+within each repeat (their order rotates from repeat to repeat): a loop of `llm.generate(prompt)`,
 `llm.generate(prompts)`, both with `prompt_lookup=True` (`lookup_cache_tokens=0`: each answer looks up its own
-prompt and text only), and the batch with SmolLM2's first 4 blocks as draft model (`speculative_k="auto"`), which
-accepts too few tokens to pay: the batch must choose not to draft, without and with lookup. Each variant is compared
+prompt and text only) and with SmolLM2's first 4 blocks as draft model (`speculative_k="auto"`), which accepts too few
+tokens to pay: each must choose not to draft; and the batch with lookup and the draft. Each variant is compared
 with the loop and with the variant without its last ` + ...` (the batch with lookup and the draft: with lookup). The
 speed of a variant is the new tokens of all prompts over the seconds of the whole call or loop; ratios are paired
 repeat by repeat. Every variant's answers must equal the loop's. `--variants` runs only those named (say "batch"
@@ -43,7 +44,15 @@ import layer_draft  # noqa: E402
 import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
-VARIANTS = ("loop", "batch", "loop + lookup", "batch + lookup", "batch + draft", "batch + lookup + draft")
+VARIANTS = (
+    "loop",
+    "batch",
+    "loop + lookup",
+    "batch + lookup",
+    "loop + draft",
+    "batch + draft",
+    "batch + lookup + draft",
+)
 
 
 def round_equivalents(rounds: list[tuple[int, int, float]]) -> float:
@@ -135,12 +144,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu")
     parser.add_argument("--quick", action="store_true", help="3 prompts, 8 new tokens, one repeat")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS, help="those to run (all)")
-    parser.add_argument("--kind", choices=("copy", "open"), help="only the prompts of this kind, repeated as needed")
+    parser.add_argument(
+        "--kind",
+        choices=("copy", "open", "held-out"),
+        help="only the prompts of this kind, repeated as needed; held-out: tools/smollm2.py's chat prompts",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         args.prompts, args.new_tokens, args.repeats = 3, 8, 1
     tasks = [task for task in json.loads(TASKS.read_text())["tasks"] if args.kind in (None, task["kind"])]
+    if args.kind == "held-out":
+        tasks = [{"prompt": prompt} for prompt in smollm2.PROMPTS]
     prompts = [task["prompt"] for task in itertools.islice(itertools.cycle(tasks), args.prompts)]
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     draft_dir = layer_draft.make_draft(checkpoint_dir, 4)  # made once, as `tools/smollm2.py --draft-layers 4` does

@@ -1,5 +1,5 @@
 """The benchmarks run end to end on a tiny configuration and write their tables, data and plot; the report's
-statistics; the simulation of auto's rounds."""
+statistics."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import pytest
 from .conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import auto_k_simulation  # noqa: E402
-
 import report  # noqa: E402
 
 
@@ -73,46 +71,6 @@ def test_precision_benchmark_quick_writes_table(tmp_path):
     assert {row["pair"] for row in rows} >= {"demo (Zen of Python)"}
     assert all(0 <= row["identical"] <= row["prompts"] == 2 for row in rows)
     assert "| pair | dtype | identical |" in (tmp_path / "precision.md").read_text()
-
-
-@pytest.mark.parametrize("k", [0, 1, 3, 8])
-def test_simulated_generation_takes_the_expected_time_per_token(k):
-    cost = auto_k_simulation.CostModel(c=0.2, verify_base=1.5, verify_per_token=0.2, sigma=0.0)
-    alpha, new_tokens = 0.7, 3001
-    seconds = [auto_k_simulation.generation_seconds(k, cost, alpha, new_tokens, seed) for seed in range(5)]
-
-    # Leviathan et al. 2023: a round of k draft tokens returns (1 - alpha ** (k + 1)) / (1 - alpha) tokens on average
-    tokens_per_round = (1 - alpha ** (k + 1)) / (1 - alpha)
-    round_seconds = 1.0 if k == 0 else k * 0.2 + 1.5 + 0.2 * (k + 1)
-    per_token = sum(seconds) / (5 * (new_tokens - 1))
-    assert per_token == pytest.approx(round_seconds / tokens_per_round, rel=0.02)
-
-
-def test_simulation_prints_auto_against_the_best_fixed_choice(capsys):
-    args = ["--cost", "gpu", "--alphas", "1.0", "0.4", "--seeds", "3", "--new-tokens", "32", "--generations", "2"]
-    assert auto_k_simulation.main(args) == 0
-
-    out = capsys.readouterr().out
-    rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith(("| 1.00", "| 0.40", "| worst"))]
-    assert len(rows) == 3
-    for row in rows:
-        fresh, kept = float(row[2]), float(row[3])
-        assert 0.5 < fresh < 1.2 and 0.5 < kept < 1.2
-
-
-@pytest.mark.parametrize(
-    "setting, error",
-    [
-        ("pateince=16", "NAME must be one of evidence, explore_every, first_k, patience"),
-        ("patience=soon", "VALUE must be an integer"),
-        ("patience=16.5", "VALUE must be an integer"),
-    ],
-)
-def test_simulation_names_the_rules_it_can_change(capsys, setting, error):
-    with pytest.raises(SystemExit) as exit_info:
-        auto_k_simulation.main(["--set", setting])
-    assert exit_info.value.code == 2
-    assert error in capsys.readouterr().err
 
 
 def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path):
@@ -244,6 +202,7 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
         "batch",
         "loop + lookup",
         "batch + lookup",
+        "loop + draft",
         "batch + draft",
         "batch + lookup + draft",
     }
