@@ -10,6 +10,8 @@ Run the tests against it without reinstalling: ``PYTHONPATH=build/upstream pytho
 from __future__ import annotations
 
 import argparse
+import email
+import re
 import shutil
 import sys
 import tempfile
@@ -55,7 +57,32 @@ def export(tree: Path = TREE) -> list[str]:
     )
     names = sorted(p.name for p in patches_dir.glob("*.patch"))
     (patches_dir / "series").write_text("".join(f"{line}\n" for line in with_topics(names, series_lines)))
+    readme = patches_dir / "README.md"
+    if readme.exists():
+        head, rest = readme.read_text().split(TABLE_START, 1)
+        readme.write_text(f"{head}{TABLE_START}\n{patch_table(patches_dir)}{TABLE_END}{rest.split(TABLE_END, 1)[1]}")
     return names
+
+
+TABLE_START, TABLE_END = "<!-- patch table: python backend/devtree.py export -->", "<!-- end of patch table -->"
+
+
+def patch_table(patches_dir: Path) -> str:
+    """The series by topic (its comment lines), each patch with its subject, the lines it adds and removes, and the
+    upstream issue it fixes."""
+    lines = []
+    for line in (patches_dir / "series").read_text().splitlines():
+        if line.startswith("#"):
+            lines += ["", f"### {line.lstrip('# ')}", "", "| patch | subject | lines | fixes |", "|---|---|---|---|"]
+        elif line.strip():
+            text = (patches_dir / line).read_text()
+            subject = " ".join(email.message_from_string(text)["Subject"].split()).removeprefix("[PATCH] ")
+            stat = git("apply", "--numstat", str((patches_dir / line).resolve()), cwd=patches_dir).stdout.splitlines()
+            added, removed = (sum(int(row.split()[i]) for row in stat) for i in (0, 1))
+            issue = re.search(r"^Fixes: (https://github.com/Lightning-AI/litgpt/issues/(\d+))", text, re.MULTILINE)
+            fixes = f"[#{issue.group(2)}]({issue.group(1)})" if issue else ""
+            lines.append(f"| [{line[:4]}]({line}) | {subject} | +{added} −{removed} | {fixes} |")
+    return "\n".join(lines).lstrip("\n") + "\n"
 
 
 def with_topics(names: list[str], old_lines: list[str]) -> list[str]:
