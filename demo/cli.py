@@ -65,5 +65,10 @@ def chat(checkpoint: Path, turns: list[str], *options: str) -> tuple[list[str], 
     )
     if result.returncode != 0:
         raise RuntimeError(f"litgpt chat exited {result.returncode}:\n{result.stderr[-3000:]}")
-    # each reply is printed after ">> Reply: " and ends with a newline, before the next ">> Prompt: "
-    return re.findall(r">> Reply: (.*?)\n(?=>> Prompt: )", result.stdout, re.DOTALL), result.stderr
+    return replies(result.stdout), result.stderr
+
+
+def replies(stdout: str) -> list[str]:
+    """The replies in what ``litgpt chat`` printed: each after ">> Reply: ", ending with a newline before the next
+    ">> Prompt: "."""
+    return re.findall(r">> Reply: (.*?)\n(?=>> Prompt: )", stdout, re.DOTALL)

@@ -1,4 +1,5 @@
-"""`litgpt generate_speculatively` against `litgpt generate` on tiny real checkpoints, as subprocesses."""
+"""`litgpt generate_speculatively` against `litgpt generate` on tiny real checkpoints: the commands in this process
+(`litgpt_in_process`), those that compile as subprocesses."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import sys
 
 import pytest
 
-import cli
+import cli as console_script
 import tiny_checkpoints
+
+from . import litgpt_in_process as cli
 
 GREEDY = ["--temperature", "0", "--precision", "32-true", "--max_new_tokens", "20"]
 
@@ -85,7 +88,7 @@ def test_compiled_speculative_completion_equals_target_alone(different_pair, mon
     prompt = "the llama eats"
     monkeypatch.setenv("TORCH_LOGS", "recompiles")  # torch logs each recompilation to stderr
     alone = cli.generate(target, prompt, *GREEDY)
-    spec = cli.generate_speculatively(
+    spec = console_script.generate_speculatively(
         draft, target, prompt, *GREEDY, "--speculative_k", "3", "--compile", "true", "--num_samples", "2"
     )
     assert spec.text == alone.text

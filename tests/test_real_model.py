@@ -17,10 +17,10 @@ from litgpt import GPT, LLM, Config
 from litgpt.generate.base import generate as generate_alone
 from litgpt.tokenizer import Tokenizer
 
-import cli
 import layer_draft
 import smollm2
 
+from . import litgpt_in_process as cli
 from .conftest import ROOT
 
 PROMPTS = smollm2.PROMPTS[:4]

@@ -20,6 +20,8 @@ from litgpt.tokenizer import Tokenizer
 import litgpt_server
 import tiny_checkpoints
 
+from . import litgpt_in_process
+
 # the tiny models' chat template: the messages' text, which is also what `LLM.generate` reads for one message
 TEMPLATE = "{% for message in messages %}{{ message['content'] }} {% endfor %}"
 COMMON = ["--accelerator", "cpu", "--precision", "32-true", "--max_new_tokens", "24", "--timeout", "300"]
@@ -201,5 +203,5 @@ def test_start_up_errors_exit_before_the_port_opens(checkpoints, tmp_path):
         ([str(checkpoints["target"]), "--draft_model", str(tmp_path / "missing")], "is not a checkpoint directory"),
         ([str(checkpoints["target"]), "--speculative_k", "0", "--prompt_lookup", "true"], "speculative_k must be"),
     ):
-        output = litgpt_server.refused_at_start(*args)
+        output = litgpt_in_process.refused_at_start(*args)
         assert message in output, output[-2000:]

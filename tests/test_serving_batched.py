@@ -18,6 +18,7 @@ import requests
 import litgpt_server
 import tiny_checkpoints
 
+from . import litgpt_in_process
 from .test_serving import COMMON, OPENAI, PROMPTS, TEMPLATE, chat, chat_stream, metrics
 
 BATCH = ["--max_batch_size", "4", "--max_seq_length", "128"]
@@ -123,5 +124,5 @@ def test_start_up_refuses_bad_batching_options(tmp_path):
         (["--max_batch_size", "0"], "max_batch_size must be an integer >= 1, got 0"),
         (["--max_batch_size", "2", "--max_seq_length", "1"], "max_seq_length must be an integer of at least 2"),
     ):
-        output = litgpt_server.refused_at_start(str(target), *args)
+        output = litgpt_in_process.refused_at_start(str(target), *args)
         assert message in output, output[-2000:]

@@ -1,9 +1,10 @@
 """`litgpt serve --openai_spec true` on the real SmolLM2-135M-Instruct, driven by the `openai` client.
 
 At temperature 0 the endpoint answers what `LLM.generate` answers for the same single user message (its chat
-template and the checkpoint's prompt style give the same token ids), with prompt lookup, with a draft model of the
-model's first four blocks, and without either, also to concurrent clients whose requests are batched
-(`--max_batch_size`); streamed pieces add up to the answer, in whole characters.
+template and the checkpoint's prompt style give the same token ids): one request at a time without proposals, and
+with prompt lookup or a draft model of the model's first four blocks on servers that batch (`--max_batch_size 4`), to
+one client and to concurrent ones (every server runs the one engine, a request alone as a batch of one); streamed
+pieces add up to the answer, in whole characters.
 """
 
 from __future__ import annotations
@@ -39,10 +40,8 @@ def servers(checkpoint_dir, tmp_path_factory):
     draft_dir = layer_draft.make_draft(checkpoint_dir, 4)
     configurations = {
         "alone": OPTIONS,
-        "lookup": [*OPTIONS, "--prompt_lookup", "true"],
-        "draft": [*OPTIONS, "--draft_model", str(draft_dir), "--speculative_k", "auto"],
         "batched lookup": [*OPTIONS, *BATCH, "--prompt_lookup", "true"],
-        "batched draft": [*OPTIONS, *BATCH, "--draft_model", str(draft_dir)],
+        "batched draft": [*OPTIONS, *BATCH, "--draft_model", str(draft_dir), "--speculative_k", "auto"],
     }
     log_dir = tmp_path_factory.mktemp("smollm2-serving")
     with litgpt_server.serving(
@@ -74,7 +73,7 @@ def streamed(server, prompt: str) -> list[str]:
     return [chunk.choices[0].delta.content for chunk in chunks if chunk.choices and chunk.choices[0].delta.content]
 
 
-@pytest.mark.parametrize("name", ["alone", "lookup", "draft", "batched lookup"])
+@pytest.mark.parametrize("name", ["alone", "batched lookup", "batched draft"])
 def test_the_openai_endpoint_answers_what_llm_generate_answers(servers, expected, name):
     finish_reasons = set()
     for prompt, (text, prompt_tokens) in expected.items():
@@ -96,7 +95,7 @@ def test_the_openai_endpoint_answers_what_llm_generate_answers(servers, expected
         assert "proposed tokens accepted" in servers[name].log()
 
 
-@pytest.mark.parametrize("name", ["lookup", "batched lookup", "batched draft"])
+@pytest.mark.parametrize("name", ["batched lookup", "batched draft"])
 def test_four_concurrent_clients_each_get_their_answer(servers, expected, name):
     prompts = PROMPTS[1:5]
 

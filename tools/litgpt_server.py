@@ -67,17 +67,6 @@ def wait_until_healthy(server: Server, timeout: float = 600) -> None:
     raise TimeoutError(f"litgpt serve was not healthy after {timeout} s:\n{server.log()[-3000:]}")
 
 
-def refused_at_start(*args: str) -> str:
-    """Runs `litgpt serve *args` on a free port, checks that it exits with an error before it listens, and returns
-    what it printed."""
-    run = subprocess.run(
-        [LITGPT, "serve", *args, "--port", str(free_port())], capture_output=True, text=True, timeout=300
-    )
-    output = run.stdout + run.stderr
-    assert run.returncode != 0 and "Uvicorn running" not in output, output[-2000:]
-    return output
-
-
 def peak_rss_mib(server: Server) -> float:
     """The peak resident memory of the server's processes (its process group: the HTTP server, LitServe's manager
     and workers), each process's own peak (VmHWM) summed: at least the peak of the group at any one time."""
