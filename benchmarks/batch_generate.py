@@ -16,7 +16,8 @@ speed of a variant is the new tokens of all prompts over the seconds of the whol
 repeat by repeat. Every variant's answers must equal the loop's. `--variants` runs only those named (say "batch"
 "batch + draft", to pair two of them more often); `--kind` takes the prompts of one kind only, repeated as needed. The
 seconds of the batch's rounds with and without lookup are also counted in rounds of one token of the full batch at each
-call's own cost of them (`round_equivalents`), which takes out the machine's swings between calls.
+call's own cost of them (`round_equivalents`), which takes out the machine's swings between calls; and the rounds in
+which the draft model drafted are counted per variant (`draft_rounds`).
 """
 
 from __future__ import annotations
@@ -70,22 +71,28 @@ def round_equivalents(rounds: list[tuple[int, int, float]]) -> float:
 
 def run(
     llm: LLM, draft: LLM, variant: str, prompts: list[str], new_tokens: int, batch_size: int
-) -> tuple[list[list[int]], float, list[tuple[int, int, float]]]:
-    """The answers (token ids) of one variant, its seconds, and the rounds of a batch as its chooser timed them
-    (batch size, tokens per row, seconds; the draft model's catching up on a row's text is not in them)."""
+) -> tuple[list[list[int]], float, list[tuple[int, int, float]], int]:
+    """The answers (token ids) of one variant, its seconds, the rounds of a batch as its chooser timed them (batch
+    size, tokens per row, seconds; the draft model's catching up on a row's text is not in them) and how many of them
+    the draft model drafted in."""
     kwargs = dict(max_new_tokens=new_tokens, temperature=0.0, return_as_token_ids=True)
     if "lookup" in variant:
         kwargs.update(prompt_lookup=True, lookup_cache_tokens=0)
     if "draft" in variant:
         kwargs.update(draft_model=draft, speculative_k="auto")
-    rounds = []
-    timed = continuous_batching.BatchLengthChooser.update
+    rounds, drafted = [], []
+    chooser = continuous_batching.BatchLengthChooser
+    timed, timed_draft = chooser.update, chooser.update_draft
 
-    def update(chooser, batch_size: int, length: int, seconds: float) -> None:
+    def update(self, batch_size: int, length: int, seconds: float) -> None:
         rounds.append((batch_size, length, seconds))
-        timed(chooser, batch_size, length, seconds)
+        timed(self, batch_size, length, seconds)
 
-    continuous_batching.BatchLengthChooser.update = update
+    def update_draft(self, batch_size: int, steps: int, seconds: float) -> None:
+        drafted.append(steps)
+        timed_draft(self, batch_size, steps, seconds)
+
+    chooser.update, chooser.update_draft = update, update_draft
     start = time.perf_counter()
     try:
         if variant.startswith("batch"):
@@ -93,8 +100,8 @@ def run(
         else:
             answers = [llm.generate(prompt, **kwargs) for prompt in prompts]
     finally:
-        continuous_batching.BatchLengthChooser.update = timed
-    return [answer.tolist() for answer in answers], time.perf_counter() - start, rounds
+        chooser.update, chooser.update_draft = timed, timed_draft
+    return [answer.tolist() for answer in answers], time.perf_counter() - start, rounds, len(drafted)
 
 
 def markdown(results: dict) -> str:
@@ -132,6 +139,14 @@ def markdown(results: dict) -> str:
             f" {summary([r['rounds']['batch'] for r in records])}, with lookup"
             f" {summary([r['rounds']['batch + lookup'] for r in records])}.",
         ]
+    drafting = [v for v in variants if "draft" in v and "draft_rounds" in records[0]]
+    if drafting:
+        lines += [
+            "",
+            "Rounds in which the draft model drafted, per repeat: "
+            + "; ".join(f"{v} {', '.join(str(r['draft_rounds'][v]) for r in records)}" for v in drafting)
+            + ".",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -168,9 +183,9 @@ def main() -> int:
     records = []
     for repeat in range(args.repeats):
         order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
-        answers, seconds, equivalents, round_counts = {}, {}, {}, {}
+        answers, seconds, equivalents, round_counts, draft_rounds = {}, {}, {}, {}, {}
         for variant in order:
-            answers[variant], seconds[variant], rounds = run(
+            answers[variant], seconds[variant], rounds, draft_rounds[variant] = run(
                 llm, draft, variant, prompts, args.new_tokens, args.prompts
             )
             if variant in ("batch", "batch + lookup"):
@@ -180,7 +195,15 @@ def main() -> int:
             if answers[variant] != answers[variants[0]]:
                 raise SystemExit(f"the answers of {variant!r} differ from those of {variants[0]!r}")
         tokens = sum(len(answer) for answer in answers[variants[0]])
-        records.append({"seconds": seconds, "tokens": tokens, "round_equivalents": equivalents, "rounds": round_counts})
+        records.append(
+            {
+                "seconds": seconds,
+                "tokens": tokens,
+                "round_equivalents": equivalents,
+                "rounds": round_counts,
+                "draft_rounds": draft_rounds,
+            }
+        )
 
     machine = {
         "date": datetime.date.today().isoformat(),

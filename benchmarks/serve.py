@@ -226,6 +226,20 @@ def markdown(results: dict) -> str:
             " started, lookup + draft over lookup; time to first token and latency: lookup over lookup + draft (above"
             " 1: the draft makes it faster).",
         ]
+    elif names == COMPARISONS["builds"]:
+        flags = [
+            flag
+            for flag, key in (("--prompt_lookup true", "prompt_lookup"), ("a --draft_model", "draft"))
+            if machine.get(key)
+        ]
+        lines += [
+            "The server of this build (after) against that of the build in `--before` (before), both with the same"
+            f" flags ({' and '.join(flags) or 'neither lookup nor a draft model'}), paired request by request: median"
+            " (quartiles)."
+            " Tokens/s: the rate at which an answer streams once it started (its tokens after the first over the time"
+            " after the first), after over before; time to first token and latency: before over after (above 1: this"
+            " build is faster).",
+        ]
     else:
         if machine.get("max_batch_size", 1) > 1:
             lines += [f"Both servers run with `--max_batch_size {machine['max_batch_size']}`.", ""]
@@ -413,6 +427,7 @@ def main() -> int:
         "servers": names,
         "max_batch_size": args.max_batch_size,
         "prompt_lookup": args.prompt_lookup,
+        "draft": args.draft,
         "peak_rss_mib": peak_rss,
         "command": command_line(),
     }
