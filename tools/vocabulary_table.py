@@ -1,7 +1,7 @@
-"""The README's "Which pairs work" table, from the installed LitGPT's own model configs.
+"""The table of docs/pairs.md, from the installed LitGPT's own model configs.
 
     python tools/vocabulary_table.py            # print the table
-    python tools/vocabulary_table.py --write    # replace it in README.md (rerun when the pin moves)
+    python tools/vocabulary_table.py --write    # replace it in docs/pairs.md (rerun when the pin moves)
 
 Configs are grouped by family (the Hugging Face organisation) and vocab_size: candidates for a shared tokenizer.
 Within a group, models padded to different sizes crash LitGPT 0.5.13's speculative decoding and run on the fork.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from litgpt.config import Config, configs
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAIRS = Path(__file__).resolve().parent.parent / "docs" / "pairs.md"
 START, END = "<!-- vocabulary table: python tools/vocabulary_table.py --write -->", "<!-- end of vocabulary table -->"
 
 
@@ -52,18 +52,18 @@ def table() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help=f"replace the table in {README.name}")
+    parser.add_argument("--write", action="store_true", help=f"replace the table in {PAIRS.name}")
     args = parser.parse_args()
     if not args.write:
         print(table())
         return 0
-    text = README.read_text()
+    text = PAIRS.read_text()
     head, start, rest = text.partition(START)
     _, end, tail = rest.partition(END)
     if not start or not end:
-        print(f"error: {README} has no {START!r} ... {END!r} block", file=sys.stderr)
+        print(f"error: {PAIRS} has no {START!r} ... {END!r} block", file=sys.stderr)
         return 1
-    README.write_text(f"{head}{START}\n{table()}\n{END}{tail}")
+    PAIRS.write_text(f"{head}{START}\n{table()}\n{END}{tail}")
     return 0
 
 
