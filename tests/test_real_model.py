@@ -236,7 +236,7 @@ def test_chat_with_prompt_lookup_replies_what_chat_replies_alone(checkpoint_dir)
 def test_a_list_of_prompts_is_answered_as_each_prompt_alone(llms):
     """Continuous batching on the real model, float32: rows of different prompt lengths and answer lengths (one stops
     at the end-of-sequence token), joining as others leave (3 rows for 5 prompts), alone, with prompt lookup, with the
-    4-block draft and with both."""
+    4-block draft and with both, proposing up to 3 tokens a row and round."""
     llm, draft = llms
     prompts = [*PROMPTS, COPY_PROMPT]
     max_new_tokens = [32, 8, 32, 20, 40]
@@ -245,11 +245,12 @@ def test_a_list_of_prompts_is_answered_as_each_prompt_alone(llms):
         for prompt, n in zip(prompts, max_new_tokens)
     ]
     assert any(len(answer) < n for answer, n in zip(alone, max_new_tokens))  # an answer ends before its length
+    # a fixed k: the rounds propose whatever the chooser of `speculative_k="auto"` measured on this busy machine
     for speculative in (
         {},
-        {"prompt_lookup": True},
-        {"draft_model": draft},
-        {"prompt_lookup": True, "draft_model": draft},
+        {"prompt_lookup": True, "speculative_k": 3},
+        {"draft_model": draft, "speculative_k": 3},
+        {"prompt_lookup": True, "draft_model": draft, "speculative_k": 3},
     ):
         answers = llm.generate(
             prompts,
