@@ -15,11 +15,8 @@ import openai
 import pytest
 from litgpt import LLM
 
-import layer_draft
 import litgpt_server
 import smollm2
-
-from .conftest import ROOT
 
 MAX_TOKENS = 48
 PROMPTS = [
@@ -31,13 +28,8 @@ BATCH = ["--max_batch_size", "4", "--max_seq_length", "512"]
 
 
 @pytest.fixture(scope="module")
-def checkpoint_dir():
-    return smollm2.make_checkpoint(ROOT / "build" / "smollm2")
-
-
-@pytest.fixture(scope="module")
-def servers(checkpoint_dir, tmp_path_factory):
-    draft_dir = layer_draft.make_draft(checkpoint_dir, 4)
+def servers(checkpoint_dir, draft_dir, tmp_path_factory):
+    """The model (conftest.py's `checkpoint_dir`) served alone, and batched with lookup and with its 4-block draft."""
     configurations = {
         "alone": OPTIONS,
         "batched lookup": [*OPTIONS, *BATCH, "--prompt_lookup", "true"],
