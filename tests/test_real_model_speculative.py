@@ -14,14 +14,19 @@ from .test_real_model import COPY_PROMPT, GREEDY, PROMPTS
 @pytest.mark.parametrize("speculative_k", [4, "auto"])
 def test_greedy_speculative_output_through_llm_generate_equals_target_alone(llms, speculative_k):
     llm, draft = llms
-    stopped = 0
+    stopped, proposed, accepted = 0, 0, 0
     for prompt in PROMPTS:
         alone = llm.generate(prompt, return_as_token_ids=True, **GREEDY)
         spec = llm.generate(prompt, return_as_token_ids=True, draft_model=draft, speculative_k=speculative_k, **GREEDY)
         assert spec.tolist() == alone.tolist(), prompt
-        assert 0.0 <= llm.acceptance_rate < 0.5  # the four-block draft mostly disagrees: rounds are rejected
+        proposed += llm.draft_counts.draft_tokens
+        accepted += llm.draft_counts.accepted_tokens
         stopped += alone[-1].item() == 2  # ended with <|im_end|> before the token limit
     assert stopped >= 1
+    # the four-block draft mostly disagrees: over all prompts, fewer than half its tokens are accepted ("auto" drafts
+    # as far as measured costs say it pays, under load in a few rounds only: one call's rate is no measure)
+    assert accepted < 0.5 * proposed or (speculative_k == "auto" and proposed == 0)
+    assert speculative_k == "auto" or proposed >= 4 * len(PROMPTS)
 
 
 @pytest.mark.parametrize("sampling", [dict(temperature=0.8, top_k=50), dict(temperature=1.0, top_p=0.9)])

@@ -10,10 +10,15 @@ The real model's batched servers are in test_serving_real_model.py.
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import openai
 import pytest
 import requests
+import torch
+from litgpt import GPT, Config
+from litgpt.generate.kv_memory import KVMemory
 
 import litgpt_server
 import tiny_checkpoints
@@ -38,9 +43,18 @@ def servers(tmp_path_factory):
         "predict": [*COMMON, "--temperature", "0"],
         "predict batched": [*COMMON, "--temperature", "0", *BATCH],
         "stream batched": [*COMMON, "--temperature", "0", "--stream", "true", *BATCH],
+        # KV cache memory for one row of up to 80 tokens (rows of 48 tokens or more take steps of 16), not for two
+        "batched in little memory": [*OPENAI, *BATCH, "--kv_cache_memory", str(kv_cache_bytes(target, 80))],
     }
     with litgpt_server.serving(*((target, options) for options in configurations.values()), log_dir=root) as started:
         yield dict(zip(configurations, started))
+
+
+def kv_cache_bytes(checkpoint_dir, tokens: int) -> int:
+    """The bytes of a KV cache of one row of `tokens` tokens of the checkpoint's model, in float32, by LitGPT's rule."""
+    with torch.device("meta"):
+        model = GPT(Config.from_file(checkpoint_dir / "model_config.yaml"))
+    return KVMemory(model, tokens).bytes(1, tokens)
 
 
 def answer(server, job: tuple[str, bool, dict]) -> tuple[str, str]:
@@ -118,11 +132,39 @@ def test_predict_answers_and_streams_as_without_batching(servers):
             assert response.status_code == 400 and response.json()["detail"].startswith(message), (name, response.text)
 
 
+def test_requests_wait_for_kv_cache_memory_and_one_that_can_never_fit_gets_a_400(servers):
+    """With memory for one request at a time, four concurrent clients get their answers one after the other (the
+    others counted as waiting in /metrics); a request whose tokens can never fit is refused, naming the flag."""
+    server = servers["batched in little memory"]
+    assert "40.0 KiB of KV cache (512 B per token): one request of up to 80 tokens, or 4 of up to 16" in server.log()
+    # each may hold its prompt, 24 new tokens and the 16 tokens a round may propose: more than 40 tokens
+    jobs = [(PROMPTS[i % 3], i % 2 == 0, {"temperature": 0, "max_tokens": 24}) for i in range(4)]
+    expected = [answer(servers["one at a time"], job) for job in jobs]
+    seen, done = [], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            seen.append(metrics(server))
+
+    with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
+        watching = pool.submit(watch)
+        assert list(pool.map(lambda job: answer(server, job), jobs)) == expected
+        done.set()
+        watching.result()
+    assert max(m["litgpt:num_requests_waiting"] for m in seen) >= 1
+    assert max(m["litgpt:num_requests_running"] for m in seen) == 1
+    assert 0 < max(m["litgpt:kv_cache_usage_perc"] for m in seen) <= 1
+    assert metrics(server)["litgpt:kv_cache_usage_perc"] == 0  # given back once all are answered
+    with pytest.raises(openai.BadRequestError, match="more than kv_cache_memory 40.0 KiB holds: 80 tokens"):
+        chat(server, "grass " * 50, max_tokens=24)
+
+
 def test_start_up_refuses_bad_batching_options(tmp_path):
     _, target = tiny_checkpoints.build_pair(tmp_path)
     for args, message in (
         (["--max_batch_size", "0"], "max_batch_size must be an integer >= 1, got 0"),
         (["--max_batch_size", "2", "--max_seq_length", "1"], "max_seq_length must be an integer of at least 2"),
+        (["--kv_cache_memory", "lots"], "kv_cache_memory must be a positive number of bytes or a size such as"),
     ):
         output = litgpt_in_process.refused_at_start(str(target), *args)
         assert message in output, output[-2000:]

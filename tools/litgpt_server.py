@@ -70,24 +70,29 @@ def wait_until_healthy(server: Server, timeout: float = 600) -> None:
 def peak_rss_mib(server: Server) -> float:
     """The peak resident memory of the server's processes (its process group: the HTTP server, LitServe's manager
     and workers), each process's own peak (VmHWM) summed: at least the peak of the group at any one time."""
-    return _group_memory_mib(server, "VmHWM")
+    return sum(_group_memory_kib(server, "VmHWM")) / 1024
 
 
 def rss_mib(server: Server) -> float:
     """The resident memory of the server's processes (its process group) now."""
-    return _group_memory_mib(server, "VmRSS")
+    return sum(_group_memory_kib(server, "VmRSS")) / 1024
 
 
-def _group_memory_mib(server: Server, field: str) -> float:
-    """A memory `field` of /proc/PID/status, summed over the processes of the server's process group."""
-    total_kib = 0
+def worker_mib(server: Server, field: str = "VmRSS") -> float:
+    """A memory `field` of the server's largest process: the inference worker, which holds the model."""
+    return max(_group_memory_kib(server, field), default=0) / 1024
+
+
+def _group_memory_kib(server: Server, field: str) -> list[int]:
+    """A memory `field` of /proc/PID/status, in KiB, of each process of the server's process group."""
+    kib = []
     for status in Path("/proc").glob("[0-9]*/status"):
         with contextlib.suppress(OSError, ProcessLookupError):
             if os.getpgid(int(status.parent.name)) != server.process.pid:
                 continue
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            total_kib += int(fields.get(field, "0 kB").split()[0])
-    return total_kib / 1024
+            kib.append(int(fields.get(field, "0 kB").split()[0]))
+    return kib
 
 
 def stop(server: Server) -> None:
