@@ -122,15 +122,22 @@ def draft_model_rows() -> list[tuple[str, ...]]:
     ]
 
 
+def batch_ratios(*analyses: dict) -> list[str]:
+    """The second server's aggregate tokens/s over the first's, per batch of 4 and of 8 requests sent at once, over
+    the batches of all `analyses` (runs of the same comparison)."""
+    cells = []
+    for clients in (4, 8):
+        walls = [v for a in analyses for key, v in a["batches"]["batch_wall_s"].items() if key[0] == clients]
+        cells.append(f"{clients} clients {ratio(walls)}, {len(walls)} batches")
+    return cells
+
+
 def serve_batching_rows() -> list[tuple[str, ...]]:
     import serve
 
     results = load("serve_batching/serve.json")
     analysis = serve.analyse(results)
-    cells = []
-    for clients in (4, 8):
-        walls = [v for key, v in analysis["batches"]["batch_wall_s"].items() if key[0] == clients]
-        cells.append(f"{clients} clients {ratio(walls)}")
+    cells = batch_ratios(analysis)
     return [
         (
             "`litgpt serve --max_batch_size 8` over `--max_batch_size 1`, aggregate tokens/s per batch of requests sent"
@@ -139,6 +146,44 @@ def serve_batching_rows() -> list[tuple[str, ...]]:
             f"`{results['machine']['command']}`",
             machine_of(results),
         )
+    ]
+
+
+def kv_memory_rows() -> list[tuple[str, ...]]:
+    import serve
+
+    memory = load("kv_memory/kv_memory.json")
+    servers = memory["servers"]
+
+    def idle(build: str) -> str:
+        over = (
+            servers[f"{build}, --max_batch_size 8"]["idle_group_mib"]
+            - servers[f"{build}, --max_batch_size 1"]["idle_group_mib"]
+        )
+        return f"{over:+,.0f} MiB"
+
+    waste = next(w for w in memory["waste"] if w["chunk"] == 16)
+    builds, again = load("kv_builds/serve.json"), load("kv_builds_8/serve.json")  # again: 8 clients, 4 repeats
+    analyses = [serve.analyse(builds), serve.analyse(again)]
+    cells = batch_ratios(*analyses)
+    requests = sum(a["requests"] for a in analyses)
+    equal = requests - sum(a["wrong"] for a in analyses)
+    return [
+        (
+            "`litgpt serve --max_batch_size 8` of the whole context (8,192 tokens), resident memory idle over"
+            " `--max_batch_size 1`: KV caches reserved at start (before); following the requests (now); under 8"
+            " clients, the bytes of the KV caches over those of the tokens they hold",
+            f"before {idle('before')}; now **{idle('after')}**; **{waste['allocated_over_held_mean']:.2f}×**",
+            f"`{memory['command']}`",
+            machine_of(memory),
+        ),
+        (
+            "KV caches that follow the requests over caches reserved at start, `litgpt serve --max_batch_size 8`,"
+            f" aggregate tokens/s per batch of requests sent at once; {equal} of {requests} answers equal",
+            "; ".join(cells),
+            f"`{builds['machine']['command']}`; `{again['machine']['command']}`",
+            machine_of(builds),
+        ),
     ]
 
 
@@ -197,7 +242,7 @@ def precision_rows() -> list[tuple[str, ...]]:
 
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
-    rows = prompt_lookup_rows() + held_out_rows() + draft_model_rows() + serve_batching_rows()
+    rows = prompt_lookup_rows() + held_out_rows() + draft_model_rows() + serve_batching_rows() + kv_memory_rows()
     for row in rows + engine_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
