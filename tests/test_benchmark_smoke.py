@@ -130,3 +130,12 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
     assert all(count >= 1 for count in record["round_equivalents"].values()) and "round_equivalents" in md
     assert set(record["draft_rounds"]) == set(batch_generate.VARIANTS) and record["draft_rounds"]["batch"] == 0
     assert "Rounds in which the draft model drafted, per repeat: loop + draft " in md
+
+
+def test_kv_layout_benchmark_writes_table_and_json(tmp_path):
+    run("kv_layout.py", "--repeats", "1", "--rows", "2", "--lengths", "20", "40", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "kv_layout.json").read_text())
+    assert results["lengths"] == [20, 40]
+    assert set(results["seconds"]) == {"model round", "dense attention", "paged attention", "dense grow by a chunk"}
+    md = (tmp_path / "kv_layout.md").read_text()
+    assert "| paged |" in md and "Paged over dense, per round:" in md
