@@ -56,17 +56,23 @@ VARIANTS = (
 )
 
 
-def round_equivalents(rounds: list[tuple[int, int, float]]) -> float:
+def round_equivalents(rounds: list[tuple[int, int, float]], reference: list[tuple[int, int, float]] = ()) -> float:
     """The seconds of a batch's rounds (batch size, tokens per row, seconds) in rounds of one token of the largest batch
-    size that has some, at the median seconds of those in the same call. This takes out the machine's swings from
-    call to call, assuming that they slow every round of a call alike."""
-    plain = {}
-    for size, length, seconds in rounds:
-        if length == 1:
-            plain.setdefault(size, []).append(seconds)
-    if not plain:
+    size that has some, at the median seconds of those in the same call, or in `reference` (the batch without lookup
+    in the same repeat) if every round of the call proposed tokens. This takes out the machine's swings from call to
+    call, assuming that they slow every round of a call alike."""
+
+    def plain(rounds: list[tuple[int, int, float]]) -> dict[int, list[float]]:
+        sizes = {}
+        for size, length, seconds in rounds:
+            if length == 1:
+                sizes.setdefault(size, []).append(seconds)
+        return sizes
+
+    sizes = plain(rounds) or plain(reference)
+    if not sizes:
         return float("nan")  # no round of one token to count in
-    return sum(seconds for _, _, seconds in rounds) / statistics.median(plain[max(plain)])
+    return sum(seconds for _, _, seconds in rounds) / statistics.median(sizes[max(sizes)])
 
 
 def run(
@@ -183,14 +189,17 @@ def main() -> int:
     records = []
     for repeat in range(args.repeats):
         order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
-        answers, seconds, equivalents, round_counts, draft_rounds = {}, {}, {}, {}, {}
+        answers, seconds, batch_rounds, draft_rounds = {}, {}, {}, {}
         for variant in order:
             answers[variant], seconds[variant], rounds, draft_rounds[variant] = run(
                 llm, draft, variant, prompts, args.new_tokens, args.prompts
             )
             if variant in ("batch", "batch + lookup"):
-                equivalents[variant], round_counts[variant] = round_equivalents(rounds), len(rounds)
+                batch_rounds[variant] = rounds
             print(f"repeat {repeat + 1}: {variant}: {seconds[variant]:.1f} s", file=sys.stderr)
+        reference = batch_rounds.get("batch", [])
+        equivalents = {variant: round_equivalents(rounds, reference) for variant, rounds in batch_rounds.items()}
+        round_counts = {variant: len(rounds) for variant, rounds in batch_rounds.items()}
         for variant in variants:
             if answers[variant] != answers[variants[0]]:
                 raise SystemExit(f"the answers of {variant!r} differ from those of {variants[0]!r}")

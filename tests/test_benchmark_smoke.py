@@ -139,3 +139,12 @@ def test_kv_layout_benchmark_writes_table_and_json(tmp_path):
     assert set(results["seconds"]) == {"model round", "dense attention", "paged attention", "dense grow by a chunk"}
     md = (tmp_path / "kv_layout.md").read_text()
     assert "| paged |" in md and "Paged over dense, per round:" in md
+
+
+def test_round_equivalents_count_in_the_batch_without_lookup_when_every_round_proposed():
+    own = [(3, 1, 0.2), (3, 2, 0.3), (2, 1, 0.5)]
+    proposing = [(3, 2, 0.3), (3, 3, 0.4)]
+    reference = [(3, 1, 0.1), (3, 1, 0.1), (2, 1, 0.05)]
+    assert batch_generate.round_equivalents(own, reference) == pytest.approx(1.0 / 0.2)  # its own rounds of one token
+    assert batch_generate.round_equivalents(proposing, reference) == pytest.approx(0.7 / 0.1)
+    assert batch_generate.round_equivalents(proposing) != batch_generate.round_equivalents(proposing)  # nan
