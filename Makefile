@@ -6,7 +6,8 @@ UPSTREAM_TESTS := $(addprefix $(TREE)/tests/,test_generate_speculatively.py test
 	test_continuous_batching.py test_kv_memory.py test_serve.py test_chat.py test_tokenizer.py test_api.py test_utils.py \
 	test_model.py::test_kv_cache_rows_fill_one_row_and_leave_the_others \
 	test_model.py::test_grouped_queries_attend_to_the_kv_cache_without_copies_per_head \
-	test_model.py::test_logits_to_keep_computes_the_logits_of_those_positions_only)
+	test_model.py::test_logits_to_keep_computes_the_logits_of_those_positions_only \
+	test_model.py::test_forward_returns_the_hidden_states_of_chosen_blocks_with_the_logits)
 # upstream's tests in those modules that download from the Hugging Face hub or need bitsandbytes (a deselected name is a prefix of test
 # ids); the fixtures they take from upstream's tests/conftest.py, which its sdist lacks, are in ./conftest.py
 UPSTREAM_OFFLINE := $(addprefix --deselect $(TREE)/tests/,test_serve.py::test_simple test_chat.py::test_decode \
