@@ -69,7 +69,7 @@ def streamed(server, prompt: str) -> list[str]:
     return [chunk.choices[0].delta.content for chunk in chunks if chunk.choices and chunk.choices[0].delta.content]
 
 
-@pytest.mark.parametrize("name", ["alone", "batched lookup", "batched draft", "batched 8"])
+@pytest.mark.parametrize("name", ["alone", "batched lookup", "batched draft"])
 def test_the_openai_endpoint_answers_what_llm_generate_answers(servers, expected, name):
     finish_reasons = set()
     for prompt, (text, prompt_tokens) in expected.items():
