@@ -9,7 +9,8 @@ lengths are spread over `--lengths`, it times, per round of the whole model: the
 rows' caches up to the longest row), the paged layout's (the rows' blocks of 16 tokens gathered into the same shape,
 then SDPA), and the dense layout's copy when its rows grow by a step of 16 tokens (once per 16 tokens of the longest
 row); against a round of the real model at the same batch (`LLM.generate`'s forward of the rows' next tokens). Variants
-interleaved, repeat by repeat; the median and the spread over repeats.
+interleaved, repeat by repeat; the median and the spread over repeats. Every layer reads the same cache tensors (one
+layer's worth of memory), in both layouts alike, so caches of the CPU may favour both over a real model's layers.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def main() -> None:
             seconds[name].append(timed(variants[name], 3))
     rounds_per_chunk = CHUNK / T
     per_round = {
-        "dense": [a for a in seconds["dense attention"]],
-        "paged": [a for a in seconds["paged attention"]],
+        "dense": seconds["dense attention"],
+        "paged": seconds["paged attention"],
         "dense with growth": [
             a + g / rounds_per_chunk for a, g in zip(seconds["dense attention"], seconds["dense grow by a chunk"])
         ],
