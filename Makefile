@@ -3,7 +3,7 @@ PYTHON ?= python
 TREE := build/upstream
 UPSTREAM_TESTS := $(addprefix $(TREE)/tests/,test_generate_speculatively.py test_speculative_sampling.py \
 	test_auto_speculative_k.py test_prompt_lookup.py test_speculative_options.py test_api_speculative_decoding.py \
-	test_continuous_batching.py test_kv_memory.py test_serve.py test_chat.py test_tokenizer.py test_api.py test_utils.py \
+	test_continuous_batching.py test_kv_memory.py test_draft_head.py test_serve.py test_chat.py test_tokenizer.py test_api.py test_utils.py \
 	test_model.py::test_kv_cache_rows_fill_one_row_and_leave_the_others \
 	test_model.py::test_grouped_queries_attend_to_the_kv_cache_without_copies_per_head \
 	test_model.py::test_logits_to_keep_computes_the_logits_of_those_positions_only \
