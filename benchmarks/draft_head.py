@@ -1,0 +1,215 @@
+"""A draft head trained by `litgpt train_draft` against the target alone: tokens/s on open chat prompts that are not in
+its training data, one prompt at a time (greedy and sampling) and in batches, with its acceptance and its step's cost.
+
+    python benchmarks/draft_head.py --head build/heads/smollm2 [--repeats 3] [--threads 2] [--out DIR] [--quick]
+
+SmolLM2-135M-Instruct (tools/smollm2.py), float32, up to 128 new tokens, the eight chat prompts of tools/smollm2.py
+(written by people; the head trained on prompts the target wrote itself). Cases, interleaved and paired repeat by
+repeat (the order of the two variants alternates): each prompt alone through `LLM.generate(prompt)` with and without
+`draft_model=LLM.load(head)` (`speculative_k="auto"`, the default with a head), greedy and at temperature 0.7; and
+the prompts as a list of 4 and of 8 through `LLM.generate(prompts)` (greedy). Greedy answers must equal the target
+alone's. Also: the rounds' accepted tokens per draft position (how often the j-th drafted token was accepted, from the
+rounds that drafted at least j), the mean tokens per round that drafted, and the seconds of one step of the head and of
+the target (one token per row at position 200, batch 1, 4 and 8, medians of 20), and the head's training (its
+`training.json`: tokens, seconds, acceptance on held-back data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from litgpt import LLM
+from litgpt.generate import sequence
+from litgpt.generate.draft_head import as_head
+
+from report import command_line, summary
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import smollm2  # noqa: E402
+
+ROUNDS: list[tuple[int, int]] = []  # (proposed, accepted) of each row's round that proposed tokens
+
+
+def record_rounds() -> None:
+    """Records the proposed and accepted tokens of every round of every row (`DraftCounts.add`)."""
+    add = sequence.DraftCounts.add
+
+    def recorded(self, proposed: int, accepted: int) -> None:
+        if proposed:
+            ROUNDS.append((proposed, accepted))
+        add(self, proposed, accepted)
+
+    sequence.DraftCounts.add = recorded
+
+
+def generate(llm: LLM, head: LLM | None, prompts: str | list[str], new_tokens: int, temperature: float):
+    """The answer(s) and the tokens per second of one call."""
+    start = time.perf_counter()
+    answers = llm.generate(prompts, max_new_tokens=new_tokens, temperature=temperature, draft_model=head)
+    seconds = time.perf_counter() - start
+    texts = answers if isinstance(answers, list) else [answers]
+    tokens = sum(len(llm.preprocessor.encode(text)) for text in texts)
+    return answers, tokens / seconds
+
+
+@torch.inference_mode()
+def step_seconds(llm: LLM, head: LLM, rows: int, position: int = 200, repeats: int = 20) -> dict[str, float]:
+    """The median seconds of one forward pass of one token per row, of the target and of the head (its hidden states
+    read from a target's pass before it)."""
+    target, draft = llm.model.module, as_head(head.model)
+    for model in (target, draft):
+        model.set_kv_cache(batch_size=rows, max_seq_length=position + 8)
+    idx = torch.randint(0, 1000, (rows, position))
+    times = {"target": [], "head": []}
+    with draft.attached(target):
+        target(idx, input_pos=torch.arange(position))
+        draft(idx, input_pos=torch.arange(position))
+        token, pos = idx[:, -1:], torch.tensor([position])
+        for _ in range(repeats):
+            for name, model in (("target", target), ("head", draft)):
+                start = time.perf_counter()
+                model(token, input_pos=pos, input_pos_maxp1=position + 1)
+                times[name].append(time.perf_counter() - start)
+    for model in (target, draft):
+        model.clear_kv_cache()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def acceptance_per_position(rounds: list[tuple[int, int]]) -> dict:
+    positions = max((k for k, _ in rounds), default=0)
+    per_position = []
+    for j in range(1, positions + 1):
+        drafted = [accepted for k, accepted in rounds if k >= j]
+        per_position.append(sum(accepted >= j for accepted in drafted) / len(drafted) if drafted else None)
+    tokens_per_round = statistics.mean(1 + accepted for _, accepted in rounds) if rounds else None
+    return {"per_position": per_position, "tokens_per_round": tokens_per_round, "rounds": len(rounds)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--head", type=Path, required=True, help="the head's directory (litgpt train_draft's out_dir)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--sampled-prompts", type=int, default=8, help="the prompts also sampled at temperature 0.7")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "draft_head")
+    parser.add_argument("--quick", action="store_true", help="1 prompt, 8 new tokens, one repeat")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    prompts = list(smollm2.PROMPTS)
+    if args.quick:
+        prompts, args.new_tokens, args.repeats, args.sampled_prompts = prompts[:1], 8, 1, 1
+    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+    llm, head = (LLM.load(str(path), distribute=None) for path in (checkpoint_dir, args.head))
+    for model in (llm, head):
+        model.distribute(accelerator="cpu", precision="32-true")
+    record_rounds()
+    generate(llm, head, prompts[0], 4, 0.0)  # the first calls are slower: not measured
+    generate(llm, None, prompts[0], 4, 0.0)
+
+    cases = [(f"greedy: {p}", p, 0.0) for p in prompts]
+    cases += [(f"temperature 0.7: {p}", p, 0.7) for p in prompts[: args.sampled_prompts]]
+    cases += [
+        (f"batch of {n}", prompts[:n] * (n // len(prompts[:n])), 0.0) for n in (4, 8) if n <= len(prompts) or args.quick
+    ]
+    ratios: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+    speeds: dict[str, dict[str, list[float]]] = {name: {"alone": [], "head": []} for name, _, _ in cases}
+    rounds: dict[str, list[tuple[int, int]]] = {"one prompt": [], "batch": []}
+    for repeat in range(args.repeats):
+        for i, (name, prompt, temperature) in enumerate(cases):
+            order = ("alone", "head") if (repeat + i) % 2 == 0 else ("head", "alone")
+            answers, speed = {}, {}
+            for variant in order:
+                ROUNDS.clear()
+                torch.manual_seed(repeat)
+                answers[variant], speed[variant] = generate(
+                    llm, head if variant == "head" else None, prompt, args.new_tokens, temperature
+                )
+                if variant == "head":
+                    rounds["batch" if name.startswith("batch") else "one prompt"] += ROUNDS
+            if temperature == 0 and answers["head"] != answers["alone"]:
+                raise SystemExit(f"{name}: the answer with the head differs from the target's alone")
+            ratios[name].append(speed["head"] / speed["alone"])
+            for variant in speed:
+                speeds[name][variant].append(speed[variant])
+            print(f"repeat {repeat + 1}: {name[:50]}: {speed['head'] / speed['alone']:.2f}x", file=sys.stderr)
+
+    position, repeats = (40, 3) if args.quick else (200, 20)
+    steps = {rows: step_seconds(llm, head, rows, position, repeats) for rows in (1, 4, 8)}
+    training = args.head / "training.json"
+    results = {
+        "machine": {
+            "date": datetime.date.today().isoformat(),
+            "device": platform.processor() or "cpu",
+            "torch": torch.__version__,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "new_tokens": args.new_tokens,
+            "command": command_line(),
+        },
+        "ratios": ratios,
+        "speeds": speeds,
+        "acceptance": {kind: acceptance_per_position(r) for kind, r in rounds.items()},
+        "step_seconds": {str(rows): s for rows, s in steps.items()},
+        "training": json.loads(training.read_text()) if training.is_file() else None,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    args.out.with_suffix(".md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+def markdown(results: dict) -> str:
+    machine = results["machine"]
+    lines = [
+        f"# A trained draft head against the target alone ({machine['date']}, {machine['threads']} threads)",
+        "",
+        f"`{machine['command']}`",
+        "",
+        "| case | tokens/s with the head over alone, paired: median (quartiles) | alone, tokens/s |",
+        "|---|---|---|",
+    ]
+    for name, values in results["ratios"].items():
+        alone = statistics.median(results["speeds"][name]["alone"])
+        lines.append(f"| {name} | {summary(values)} | {alone:.1f} |")
+    greedy = [statistics.median(v) for n, v in results["ratios"].items() if n.startswith("greedy")]
+    sampled = [statistics.median(v) for n, v in results["ratios"].items() if n.startswith("temperature")]
+    lines += ["", f"One prompt, greedy: median {statistics.median(greedy):.2f}x, lowest {min(greedy):.2f}x."]
+    if sampled:
+        lines.append(
+            f"One prompt, temperature 0.7: median {statistics.median(sampled):.2f}x, lowest {min(sampled):.2f}x."
+        )
+    for kind, acceptance in results["acceptance"].items():
+        per_position = ", ".join("–" if a is None else f"{a:.2f}" for a in acceptance["per_position"])
+        tokens = acceptance["tokens_per_round"]
+        lines.append(
+            f"Acceptance ({kind}): per draft position {per_position}; {tokens or 0:.2f} tokens per round that drafted"
+            f" ({acceptance['rounds']} rounds)."
+        )
+    costs = "; ".join(
+        f"{rows} row(s): target {s['target'] * 1e3:.1f} ms, head {s['head'] * 1e3:.1f} ms"
+        f" ({s['head'] / s['target']:.2f})"
+        for rows, s in results["step_seconds"].items()
+    )
+    lines.append(f"One step (one token per row): {costs}.")
+    if results["training"]:
+        t = results["training"]
+        lines.append(
+            f"Training: {t['tokens']:,} tokens in {t['seconds'] / 60:.1f} min ({t['steps']} steps), the data made in"
+            f" {t['data_seconds'] / 60:.1f} min; held-back acceptance per step ahead {t['acceptance']}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
