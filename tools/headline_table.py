@@ -122,6 +122,29 @@ def draft_model_rows() -> list[tuple[str, ...]]:
     ]
 
 
+def draft_head_rows() -> list[tuple[str, ...]]:
+    results = load("draft_head.json")
+    ratios = results["ratios"]
+
+    def per_prompt(prefix: str) -> str:
+        medians = [statistics.median(v) for name, v in ratios.items() if name.startswith(prefix)]
+        return f"**{statistics.median(medians):.2f}×** (prompts {min(medians):.2f}–{max(medians):.2f})"
+
+    training = results["training"]
+    tokens_per_round = results["acceptance"]["one prompt"]["tokens_per_round"]
+    return [
+        (
+            f"A draft head trained by `litgpt train_draft` with its defaults ({training['tokens']:,} tokens,"
+            f" {(training['seconds'] + training['data_seconds']) / 60:.0f} min), 8 open chat prompts not in its data,"
+            " `LLM.generate` with it over without: greedy one at a time; at temperature 0.7; a batch of 4; of 8",
+            f"{per_prompt('greedy')}; {per_prompt('temperature')}; {ratio(ratios['batch of 4'])};"
+            f" {ratio(ratios['batch of 8'])}; {tokens_per_round:.2f} tokens per round that drafted",
+            f"`{results['machine']['command']}`",
+            machine_of(results),
+        )
+    ]
+
+
 def batch_ratios(*analyses: dict) -> list[str]:
     """The second server's aggregate tokens/s over the first's, per batch of 4 and of 8 requests sent at once, over
     the batches of all `analyses` (runs of the same comparison)."""
@@ -242,7 +265,8 @@ def precision_rows() -> list[tuple[str, ...]]:
 
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
-    rows = prompt_lookup_rows() + held_out_rows() + draft_model_rows() + serve_batching_rows() + kv_memory_rows()
+    rows = prompt_lookup_rows() + held_out_rows() + draft_head_rows() + draft_model_rows() + serve_batching_rows()
+    rows += kv_memory_rows()
     for row in rows + engine_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
