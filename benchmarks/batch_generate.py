@@ -23,10 +23,8 @@ which the draft model drafted are counted per variant (`draft_rounds`).
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
-import platform
 import resource
 import statistics
 import sys
@@ -37,7 +35,7 @@ import torch
 from litgpt import LLM
 from litgpt.generate import continuous_batching
 
-from report import command_line, summary
+from report import run_machine, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -214,19 +212,11 @@ def main() -> int:
             }
         )
 
-    machine = {
-        "date": datetime.date.today().isoformat(),
-        "device": platform.processor() or "cpu",
-        "torch": torch.__version__,
-        "threads": args.threads,
-        "repeats": args.repeats,
-        "prompts": args.prompts,
-        "kind": args.kind,
-        "new_tokens": args.new_tokens,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-        "command": command_line(),
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    results = {
+        "machine": run_machine(args, prompts=args.prompts, kind=args.kind, peak_rss_mib=peak_rss_mib),
+        "records": records,
     }
-    results = {"machine": machine, "records": records}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "batch_generate.json").write_text(json.dumps(results, indent=1))
     (args.out / "batch_generate.md").write_text(markdown(results))

@@ -17,9 +17,7 @@ the target (one token per row at position 200, batch 1, 4 and 8, medians of 20),
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import statistics
 import sys
 import time
@@ -30,7 +28,7 @@ from litgpt import LLM
 from litgpt.generate import sequence
 from litgpt.generate.draft_head import as_head
 
-from report import command_line, summary
+from report import run_machine, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -147,15 +145,7 @@ def main() -> int:
     steps = {rows: step_seconds(llm, head, rows, position, repeats) for rows in (1, 4, 8)}
     training = args.head / "training.json"
     results = {
-        "machine": {
-            "date": datetime.date.today().isoformat(),
-            "device": platform.processor() or "cpu",
-            "torch": torch.__version__,
-            "threads": args.threads,
-            "repeats": args.repeats,
-            "new_tokens": args.new_tokens,
-            "command": command_line(),
-        },
+        "machine": run_machine(args),
         "ratios": ratios,
         "speeds": speeds,
         "acceptance": {kind: acceptance_per_position(r) for kind, r in rounds.items()},

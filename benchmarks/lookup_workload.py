@@ -25,9 +25,7 @@ server first answers "Hi" (2 tokens, not measured).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -42,7 +40,7 @@ import torch
 from litgpt import LLM
 from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
 
-from report import command_line, summary
+from report import run_machine, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -349,17 +347,7 @@ def main() -> int:
         llm.distribute(accelerator="cpu", precision="32-true")
         records, cache = measure(llm, loads, args.new_tokens, args.repeats)
         results["bytes_per_token"] = cache_bytes_per_token(cache)
-    machine = {
-        "date": datetime.date.today().isoformat(),
-        "device": platform.processor() or "cpu",
-        "torch": torch.__version__,
-        "threads": args.threads,
-        "repeats": args.repeats,
-        "new_tokens": args.new_tokens,
-        "server": args.server,
-        "command": command_line(),
-    }
-    results = {"machine": machine, "workloads": loads, "records": records, **results}
+    results = {"machine": run_machine(args, server=args.server), "workloads": loads, "records": records, **results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
     (args.out / f"{name}.md").write_text(markdown(results))

@@ -15,9 +15,7 @@ alone and both, against the target alone.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import statistics
 import sys
 import time
@@ -29,7 +27,7 @@ import torch
 
 import pairs
 import timing
-from report import command_line, summary
+from report import run_machine, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "demo"))
@@ -251,22 +249,17 @@ def main() -> int:
 
     import transformers
 
-    machine = {
-        "date": datetime.date.today().isoformat(),
-        "device": platform.processor() or "cpu",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "threads": args.threads,
-        "repeats": args.repeats,
-        "new_tokens": args.new_tokens,
-        "command": command_line(),
-    }
     kinds = {task["name"]: task["kind"] for task in tasks}
-    results = {"machine": machine, "kinds": kinds, "real": real, "zen": zen_results}
+    results = {
+        "machine": run_machine(args, transformers=transformers.__version__),
+        "kinds": kinds,
+        "real": real,
+        "zen": zen_results,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prompt_lookup.json").write_text(json.dumps(results, indent=1))
-    (args.out / "prompt_lookup.md").write_text(markdown(results, machine))
-    print(markdown(results, machine))
+    (args.out / "prompt_lookup.md").write_text(markdown(results, results["machine"]))
+    print(markdown(results, results["machine"]))
     return 0
 
 

@@ -15,6 +15,25 @@ def command_line() -> str:
     return shlex.join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
+def run_machine(args, **more) -> dict:
+    """What a results file records of its run: the date, the device, torch's version, the benchmark's `--threads`,
+    `--repeats` and `--new-tokens`, `more`, and the command."""
+    import platform
+
+    import torch
+
+    return {
+        "date": datetime.date.today().isoformat(),
+        "device": platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "new_tokens": args.new_tokens,
+        **more,
+        "command": command_line(),
+    }
+
+
 def _speed(entry: dict | None) -> str:
     return "–" if entry is None else f"{entry['tokens_per_s']:.1f} ±{entry['spread'] / 2:.0%}"
 

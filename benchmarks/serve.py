@@ -23,10 +23,8 @@ and this process with as many.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -39,7 +37,7 @@ import requests
 import torch
 from litgpt import LLM
 
-from report import command_line, summary
+from report import run_machine, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -415,23 +413,21 @@ def main() -> int:
 
     import litserve
 
-    machine = {
-        "date": datetime.date.today().isoformat(),
-        "device": platform.processor() or "cpu",
-        "torch": torch.__version__,
-        "litserve": litserve.__version__,
-        "threads": args.threads,
-        "repeats": args.repeats,
-        "new_tokens": args.new_tokens,
-        "clients": args.clients,
-        "servers": names,
-        "max_batch_size": args.max_batch_size,
-        "prompt_lookup": args.prompt_lookup,
-        "draft": args.draft,
-        "peak_rss_mib": peak_rss,
-        "command": command_line(),
+    results = {
+        "machine": run_machine(
+            args,
+            litserve=litserve.__version__,
+            clients=args.clients,
+            servers=names,
+            max_batch_size=args.max_batch_size,
+            prompt_lookup=args.prompt_lookup,
+            draft=args.draft,
+            peak_rss_mib=peak_rss,
+        ),
+        "tasks": tasks,
+        "records": records,
+        "metrics": metrics,
     }
-    results = {"machine": machine, "tasks": tasks, "records": records, "metrics": metrics}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "serve.json").write_text(json.dumps(results, indent=1))
     (args.out / "serve.md").write_text(markdown(results))
