@@ -1,7 +1,8 @@
 """A draft head trained by `litgpt train_draft` against the target alone: tokens/s on open chat prompts that are not in
 its training data, one prompt at a time (greedy and sampling) and in batches, with its acceptance and its step's cost.
 
-    python benchmarks/draft_head.py --head build/heads/smollm2 [--repeats 3] [--threads 2] [--out DIR] [--quick]
+    python benchmarks/draft_head.py --head build/heads/smollm2 [--target DIR] [--repeats 3] [--threads 2] [--out DIR]
+        [--quick]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, up to 128 new tokens, the eight chat prompts of tools/smollm2.py
 (written by people; the head trained on prompts the target wrote itself). Cases, interleaved and paired repeat by
@@ -66,7 +67,7 @@ def step_seconds(llm: LLM, head: LLM, rows: int, position: int = 200, repeats: i
     target, draft = llm.model.module, as_head(head.model)
     for model in (target, draft):
         model.set_kv_cache(batch_size=rows, max_seq_length=position + 8)
-    idx = torch.randint(0, 1000, (rows, position))
+    idx = torch.randint(0, target.config.vocab_size, (rows, position))
     times = {"target": [], "head": []}
     with draft.attached(target):
         target(idx, input_pos=torch.arange(position))
@@ -95,6 +96,7 @@ def acceptance_per_position(rounds: list[tuple[int, int]]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--head", type=Path, required=True, help="the head's directory (litgpt train_draft's out_dir)")
+    parser.add_argument("--target", type=Path, help="the head's target (SmolLM2-135M-Instruct by default)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=128)
@@ -106,7 +108,7 @@ def main() -> int:
     prompts = list(smollm2.PROMPTS)
     if args.quick:
         prompts, args.new_tokens, args.repeats, args.sampled_prompts = prompts[:1], 8, 1, 1
-    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+    checkpoint_dir = args.target or smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     llm, head = (LLM.load(str(path), distribute=None) for path in (checkpoint_dir, args.head))
     for model in (llm, head):
         model.distribute(accelerator="cpu", precision="32-true")

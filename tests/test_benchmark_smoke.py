@@ -132,21 +132,32 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
     assert "Rounds in which the draft model drafted, per repeat: loop + draft " in md
 
 
-def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path, checkpoint_dir):
-    """On an untrained head of the real model (the benchmark's figures come from a trained one)."""
+def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path):
+    """On an untrained head of a tiny target (the benchmark's figures come from SmolLM2 and a trained head)."""
     import shutil
 
     import torch
     from litgpt import Config
     from litgpt.generate.draft_head import DraftHead
 
+    import tiny_checkpoints
+
+    _, target = tiny_checkpoints.build_pair(tmp_path)
     head_dir = tmp_path / "head"
     torch.manual_seed(0)
-    DraftHead(Config.from_file(checkpoint_dir / "model_config.yaml"), 512).save(head_dir)
-    for name in ("tokenizer.json", "tokenizer_config.json", "prompt_style.yaml"):
-        if (checkpoint_dir / name).is_file():
-            shutil.copy(checkpoint_dir / name, head_dir)
-    run("draft_head.py", "--quick", "--head", str(head_dir), "--out", str(tmp_path / "draft_head"))
+    DraftHead(Config.from_file(target / "model_config.yaml"), 40).save(head_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(target / name, head_dir)
+    run(
+        "draft_head.py",
+        "--quick",
+        "--target",
+        str(target),
+        "--head",
+        str(head_dir),
+        "--out",
+        str(tmp_path / "draft_head"),
+    )
     results = json.loads((tmp_path / "draft_head.json").read_text())
     assert set(results["ratios"]) >= {"batch of 4", "batch of 8"} and len(results["ratios"]) == 4
     assert all(ratio > 0 for ratios in results["ratios"].values() for ratio in ratios)
