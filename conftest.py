@@ -3,6 +3,7 @@ tests/conftest.py, which its sdist does not ship: written here for those tests, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,33 @@ class _AnyTensor:
 @pytest.fixture
 def tensor_like() -> _AnyTensor:
     return _AnyTensor()
+
+
+class _CharTokenizer:
+    """Encodes each character as its code point, with 0 and 1 as the beginning and the end of a sequence."""
+
+    bos_id, eos_id = 0, 1
+
+    def encode(self, text: str, bos: bool | None = None, eos: bool = False, max_length: int = -1) -> torch.Tensor:
+        ids = [self.bos_id] * bool(bos) + [ord(char) for char in text] + [self.eos_id] * eos
+        return torch.tensor(ids[:max_length] if max_length > 0 else ids)
+
+    def decode(self, tokens: torch.Tensor) -> str:
+        return "".join(map(chr, tokens.tolist()))
+
+
+@pytest.fixture
+def mock_tokenizer() -> _CharTokenizer:
+    return _CharTokenizer()
+
+
+@pytest.fixture
+def alpaca_path(tmp_path) -> Path:
+    """An Alpaca-format JSON file of 24 instructions (made here: upstream's data fixtures are not in its sdist)."""
+    records = [
+        {"instruction": f"Add {a} and {b}.", "input": "" if a % 2 else f"{a}, {b}", "output": f"{a} + {b} = {a + b}."}
+        for a, b in zip(range(24), range(7, 31))
+    ]
+    path = tmp_path / "alpaca.json"
+    path.write_text(json.dumps(records, indent=2))
+    return path

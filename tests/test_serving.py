@@ -123,10 +123,13 @@ def test_request_fields_are_honoured(servers, checkpoints):
     assert (greedy.usage.prompt_tokens, greedy.usage.completion_tokens) == (prompt_tokens, 24)
     assert greedy.usage.total_tokens == prompt_tokens + 24
     assert greedy.choices[0].finish_reason == "length"
-    for fields, count in (({"max_tokens": 3}, 3), ({"max_completion_tokens": 5}, 5), ({"max_tokens": 200}, 24)):
+    for fields, count in (({"max_tokens": 3}, 3), ({"max_completion_tokens": 5}, 5), ({"max_tokens": 24}, 24)):
         answer = chat(alone, prompt, temperature=0, **fields)
         assert answer.usage.completion_tokens == count and answer.choices[0].finish_reason == "length"
         assert text.startswith(answer.choices[0].message.content)
+    # more than the server's --max_new_tokens is refused, naming both numbers, not answered with fewer tokens
+    with pytest.raises(openai.BadRequestError, match=r"max_tokens must be between 1 and 24 .*max_new_tokens is 24"):
+        chat(alone, prompt, temperature=0, max_tokens=25)
 
     # the answer ends before the first stop string, also when streaming
     words = text.split()
