@@ -158,7 +158,8 @@ def main() -> None:
     for repeat in range(args.repeats):
         order = args.servers if repeat % 2 == 0 else args.servers[::-1]
         for name in order:
-            log = args.out / f"{name}_{repeat}.log"
+            log = ROOT / "build" / "vllm_bench_logs" / f"{name}_{repeat}.log"  # the servers' logs
+            log.parent.mkdir(parents=True, exist_ok=True)
             started = time.time()
             with vllm_server(vllm, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
