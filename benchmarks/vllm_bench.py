@@ -68,11 +68,27 @@ def sharegpt_file(out: Path, conversations: int) -> Path:
     return out
 
 
+def hf_tokenizer(out: Path) -> Path:
+    """The checkpoint's tokenizer as a fast tokenizer of its own `tokenizer.json`, for vLLM: the folder that
+    `tools/smollm2.py` writes from the GGUF names `LlamaTokenizer`, which transformers 5 (vLLM's) builds with a
+    SentencePiece pre-tokenizer instead of the file's byte-level one, so that vLLM read other prompt tokens and wrote
+    `Ġ` for spaces."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "special_tokens_map.json", "chat_template.jinja"):
+        (out / name).write_bytes((CHECKPOINT / name).read_bytes())
+    config = json.loads((CHECKPOINT / "tokenizer_config.json").read_text())
+    config.update(tokenizer_class="PreTrainedTokenizerFast")
+    config.pop("added_tokens_decoder", None)
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
+
+
 @contextlib.contextmanager
-def vllm_server(vllm: list[str], threads: int, log_path: Path):
+def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path):
     """`vllm serve` on the Hugging Face folder of the same weights, float32, on a free port."""
     port = litgpt_server.free_port()
-    command = [*vllm, "serve", str(CHECKPOINT), "--port", str(port), "--host", "127.0.0.1", "--dtype", "float32",
+    command = [*vllm, "serve", str(CHECKPOINT), "--tokenizer", str(tokenizer), "--port", str(port),
+               "--host", "127.0.0.1", "--dtype", "float32",
                "--served-model-name", "SmolLM2-135M-Instruct", "--max-model-len", "8192"]  # fmt: skip
     env = os.environ | VLLM_ENV | {"VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "VLLM_CPU_KVCACHE_SPACE": "4"}
     with open(log_path, "w") as log:
@@ -95,10 +111,12 @@ def fork_server(max_batch_size: int, log_path: Path):
         yield server
 
 
-def bench(vllm: list[str], server, dataset: Path, concurrency: int, prompts: int, seed: int, out: Path) -> dict:
+def bench(
+    vllm: list[str], tokenizer: Path, server, dataset: Path, concurrency: int, prompts: int, seed: int, out: Path
+) -> dict:
     """One run of `vllm bench serve` against `server`; its JSON results."""
     command = [*vllm, "bench", "serve", "--backend", "openai-chat", "--base-url", server.url,
-               "--endpoint", "/v1/chat/completions", "--model", "SmolLM2-135M-Instruct", "--tokenizer", str(CHECKPOINT),
+               "--endpoint", "/v1/chat/completions", "--model", "SmolLM2-135M-Instruct", "--tokenizer", str(tokenizer),
                "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--num-prompts", str(prompts),
                "--max-concurrency", str(concurrency), "--seed", str(seed), "--temperature", "0", "--save-result",
                "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name]  # fmt: skip
@@ -113,6 +131,14 @@ def bench(vllm: list[str], server, dataset: Path, concurrency: int, prompts: int
     return json.loads(out.read_text())
 
 
+def same_answers(runs: list[dict], concurrency: int) -> str:
+    """How many of the answers at `concurrency` are the same text from both servers, over the repeats."""
+    texts = {(run["server"], run["repeat"]): run["texts"] for run in runs if run["concurrency"] == concurrency}
+    pairs = [zip(texts[name, r], texts["vllm", r]) for name, r in texts if name == "fork" and ("vllm", r) in texts]
+    compared = [a == b for pair in pairs for a, b in pair]
+    return f"{sum(compared)} of {len(compared)}"
+
+
 def markdown(runs: list[dict], meta: dict) -> str:
     lines = [
         "# `vllm bench serve`: litgpt serve (the fork) against vllm serve, same weights, this CPU",
@@ -120,8 +146,11 @@ def markdown(runs: list[dict], meta: dict) -> str:
         f"`{meta['command']}` on {meta['date']}: ShareGPT prompts ({meta['prompts']}) per run, streamed chat"
         f" completions, float32, {meta['threads']} threads; the median of {meta['repeats']} repeats (their range).",
         "",
-        "| concurrency | server | output tokens/s | TTFT mean / median / p99 (ms) | TPOT mean / median / p99 (ms) |",
-        "|---|---|---|---|---|",
+        "The same seed samples the same prompts for both servers in a repeat: `equal` counts the answers that are the",
+        "same text from both (greedy, float32; rows of different lengths share a batch in both).",
+        "",
+        "| clients | server | output tokens/s | TTFT mean / median / p99, ms | TPOT mean / median / p99, ms | equal |",
+        "|---|---|---|---|---|---|",
     ]
 
     def cell(values: list[float], digits: int = 0) -> str:
@@ -135,7 +164,10 @@ def markdown(runs: list[dict], meta: dict) -> str:
             value = {metric: [row[metric] for row in rows] for metric in METRICS}
             ttft = " / ".join(cell(value[f"{m}_ttft_ms"]) for m in ("mean", "median", "p99"))
             tpot = " / ".join(cell(value[f"{m}_tpot_ms"]) for m in ("mean", "median", "p99"))
-            lines.append(f"| {concurrency} | {name} | {cell(value['output_throughput'], 1)} | {ttft} | {tpot} |")
+            equal = same_answers(runs, concurrency)
+            lines.append(
+                f"| {concurrency} | {name} | {cell(value['output_throughput'], 1)} | {ttft} | {tpot} | {equal} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -154,6 +186,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     dataset = sharegpt_file(ROOT / "build" / "sharegpt_whole.json", 2000)
+    tokenizer = hf_tokenizer(ROOT / "build" / "smollm2" / "hf-tokenizer")
     runs = []
     for repeat in range(args.repeats):
         order = args.servers if repeat % 2 == 0 else args.servers[::-1]
@@ -161,13 +194,14 @@ def main() -> None:
             log = ROOT / "build" / "vllm_bench_logs" / f"{name}_{repeat}.log"  # the servers' logs
             log.parent.mkdir(parents=True, exist_ok=True)
             started = time.time()
-            with vllm_server(vllm, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
+            with vllm_server(vllm, tokenizer, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
                 for concurrency in args.concurrency:
                     out = args.out / f"{name}_c{concurrency}_r{repeat}.json"
                     prompts = max(args.min_prompts, args.prompts_per_client * concurrency)
-                    result = bench(vllm, server, dataset, concurrency, prompts, repeat, out)
+                    result = bench(vllm, tokenizer, server, dataset, concurrency, prompts, repeat, out)
                     runs.append({"server": name, "concurrency": concurrency, "repeat": repeat,
+                                 "texts": result["generated_texts"],
                                  **{metric: result[metric] for metric in METRICS}})  # fmt: skip
                     print(json.dumps(runs[-1]), flush=True)
             print(f"{name} repeat {repeat}: {time.time() - started:.0f} s", flush=True)

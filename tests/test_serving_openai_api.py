@@ -31,7 +31,11 @@ def checkpoints(tmp_path_factory):
 @pytest.fixture(scope="module")
 def servers(checkpoints):
     speculative = ["--prompt_lookup", "true", "--draft_model", str(checkpoints["draft"]), "--speculative_k", "2"]
-    configurations = {"plain": [*OPTIONS, *BATCH], "speculative": [*OPTIONS, *BATCH, *speculative]}
+    configurations = {
+        "plain": [*OPTIONS, *BATCH],
+        "speculative": [*OPTIONS, *BATCH, *speculative],
+        "limited": [*OPTIONS, "--max_new_tokens", "12"],  # one request at a time, at most 12 tokens
+    }
     started = litgpt_server.serving(
         *((checkpoints["target"], options) for options in configurations.values()), log_dir=checkpoints["root"]
     )
@@ -157,7 +161,7 @@ def test_n_samples_of_one_prompt(servers):
         assert [choice.finish_reason for choice in chunks[-1].choices] == ["length"] * 3
 
 
-def test_max_tokens_up_to_the_context_unless_the_operator_limits_it(servers, checkpoints, tmp_path):
+def test_max_tokens_up_to_the_context_unless_the_operator_limits_it(servers):
     answer = chat(servers["plain"], PROMPTS[0])  # no max_tokens: to the end of the context of 64 tokens
     assert answer.usage.total_tokens == 64 or answer.choices[0].finish_reason == "stop"
     assert answer.usage.completion_tokens > 24
@@ -166,13 +170,12 @@ def test_max_tokens_up_to_the_context_unless_the_operator_limits_it(servers, che
         chat(servers["plain"], PROMPTS[0], max_tokens=room + 1)
     assert "An answer has at most what the context of 64 leaves" in servers["plain"].log()
 
-    options = [*OPTIONS, "--max_new_tokens", "12"]
-    with litgpt_server.serving((checkpoints["target"], options), log_dir=tmp_path) as (limited,):
-        assert chat(limited, PROMPTS[0]).usage.completion_tokens == 12
-        with pytest.raises(openai.BadRequestError, match=r"between 1 and 12 .*max_new_tokens is 12\), got 13"):
-            complete(limited, PROMPTS[0], max_tokens=13)
-        # logprobs are kept by continuous batching, which a server on one device always runs
-        assert len(chat(limited, PROMPTS[0], logprobs=True).choices[0].logprobs.content) == 12
+    limited = servers["limited"]
+    assert chat(limited, PROMPTS[0]).usage.completion_tokens == 12
+    with pytest.raises(openai.BadRequestError, match=r"between 1 and 12 .*max_new_tokens is 12\), got 13"):
+        complete(limited, PROMPTS[0], max_tokens=13)
+    # logprobs are kept by continuous batching, which a server on one device always runs
+    assert len(chat(limited, PROMPTS[0], logprobs=True).choices[0].logprobs.content) == 12
     assert "An answer has at most 12 tokens" in limited.log()
 
 
