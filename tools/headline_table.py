@@ -272,6 +272,10 @@ def vllm_bench_rows() -> list[tuple[str, ...]]:
         of = {(run["server"], run["repeat"]): run[metric] for run in runs if run["concurrency"] == concurrency}
         return [of["fork", r] / of["vllm", r] for s, r in of if s == "fork" and ("vllm", r) in of]
 
+    import vllm_bench
+
+    equal = [vllm_bench.same_answers(runs, concurrency) for concurrency in results["machine"]["concurrency"]]
+    same, compared = (sum(int(count.split(" of ")[i]) for count in equal) for i in (0, 1))
     cells = []
     for concurrency in results["machine"]["concurrency"]:
         speed, tpot = paired(concurrency, "output_throughput"), paired(concurrency, "median_tpot_ms")
@@ -283,7 +287,8 @@ def vllm_bench_rows() -> list[tuple[str, ...]]:
         (
             "`vllm bench serve` (ShareGPT conversations, streamed, greedy) against `litgpt serve --openai_spec true"
             " --max_batch_size 16` and `vllm serve` on the same float32 weights: the fork's output tokens/s over"
-            " vLLM's, and its median time per output token over vLLM's, per number of clients",
+            f" vLLM's, and its median time per output token over vLLM's, per number of clients; {same} of {compared}"
+            " answers the same text from both",
             "; ".join(cells),
             f"`{results['machine']['command']}`",
             machine_of(results),
