@@ -2,6 +2,7 @@
 
     python tools/topic_ends.py              # every topic's end, from patches/ as committed
     python tools/topic_ends.py --last 2     # the last two topics' ends only
+    python tools/topic_ends.py --ends 26 27 # the topics that end with patches 0026 and 0027
 
 Upstream can take any prefix of the series, topic by topic: at each topic's end, all of its test modules must pass as
 they stand in the tree then. The series is applied to upstream's sdist in build/topic-ends/tree (as devtree does), each
@@ -39,12 +40,14 @@ def topic_ends(series: list[str]) -> list[tuple[str, int]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--last", type=int, default=0, help="only the last N topics (default: all)")
+    parser.add_argument("--ends", type=int, nargs="+", help="only the topics that end with these patches, by number")
     args = parser.parse_args(argv)
     tree = devtree.materialize(ROOT / "build" / "topic-ends" / "tree", force=True)
     commits = git("rev-list", "--reverse", "upstream..HEAD", cwd=tree).stdout.split()
     ends = topic_ends((ROOT / "patches" / "series").read_text().splitlines())
     failed = False
-    for name, end in ends[-args.last :] if args.last else ends:
+    ends = ends[-args.last :] if args.last else ends
+    for name, end in [(name, end) for name, end in ends if args.ends is None or end in args.ends]:
         git("checkout", "--quiet", commits[end - 1], cwd=tree)
         result = subprocess.run(
             [
