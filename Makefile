@@ -24,7 +24,8 @@ MODELS := build/smollm2/SmolLM2-135M-Instruct-first4/lit_model.pth build/demo/ze
 PARALLEL ?= -n 2 --dist loadfile
 # the longest modules first (pytest collects a module once), so that no worker starts one while the other ends
 LONGEST_FIRST := $(addprefix tests/,test_real_model.py test_benchmark_serve_smoke.py test_real_model_speculative.py \
-	test_benchmark_smoke.py test_serving_real_model.py test_demo.py)
+	test_benchmark_smoke.py test_serving_real_model.py test_demo.py test_serving_hostile.py test_serving_openai_api.py) \
+	$(addprefix $(TREE)/tests/,test_continuous_batching.py test_draft_head.py test_model.py)
 
 .PHONY: test upstream-tests tree patches demo bench
 
