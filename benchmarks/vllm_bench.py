@@ -131,12 +131,13 @@ def bench(
     return json.loads(out.read_text())
 
 
-def same_answers(runs: list[dict], concurrency: int) -> str:
-    """How many of the answers at `concurrency` are the same text from both servers, over the repeats."""
+def same_answers(runs: list[dict], concurrency: int) -> tuple[int, int]:
+    """How many of the answers at `concurrency` are the same text from both servers, and of how many, over the
+    repeats."""
     texts = {(run["server"], run["repeat"]): run["texts"] for run in runs if run["concurrency"] == concurrency}
     pairs = [zip(texts[name, r], texts["vllm", r]) for name, r in texts if name == "fork" and ("vllm", r) in texts]
     compared = [a == b for pair in pairs for a, b in pair]
-    return f"{sum(compared)} of {len(compared)}"
+    return sum(compared), len(compared)
 
 
 def markdown(runs: list[dict], meta: dict) -> str:
@@ -164,7 +165,7 @@ def markdown(runs: list[dict], meta: dict) -> str:
             value = {metric: [row[metric] for row in rows] for metric in METRICS}
             ttft = " / ".join(cell(value[f"{m}_ttft_ms"]) for m in ("mean", "median", "p99"))
             tpot = " / ".join(cell(value[f"{m}_tpot_ms"]) for m in ("mean", "median", "p99"))
-            equal = same_answers(runs, concurrency)
+            equal = "{} of {}".format(*same_answers(runs, concurrency))
             lines.append(
                 f"| {concurrency} | {name} | {cell(value['output_throughput'], 1)} | {ttft} | {tpot} | {equal} |"
             )

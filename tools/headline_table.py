@@ -274,8 +274,8 @@ def vllm_bench_rows() -> list[tuple[str, ...]]:
 
     import vllm_bench
 
-    equal = [vllm_bench.same_answers(runs, concurrency) for concurrency in results["machine"]["concurrency"]]
-    same, compared = (sum(int(count.split(" of ")[i]) for count in equal) for i in (0, 1))
+    counts = [vllm_bench.same_answers(runs, concurrency) for concurrency in results["machine"]["concurrency"]]
+    same, compared = map(sum, zip(*counts))
     cells = []
     for concurrency in results["machine"]["concurrency"]:
         speed, tpot = paired(concurrency, "output_throughput"), paired(concurrency, "median_tpot_ms")
