@@ -1,6 +1,7 @@
-"""A draft head as users make and use it: `litgpt train_draft` on a tiny checkpoint (its own answers as data), then
-the head drafting in `litgpt generate_speculatively`, `litgpt chat`, `LLM.generate` (one prompt, a list, a stream) and
-a real `litgpt serve` with 4 clients at once; its refusals of another target and of generating alone.
+"""A draft head as users make and use it: `litgpt train_draft --data ShareGPT` on a tiny checkpoint (a ShareGPT file
+made here, the target's own answers to its prompts as data), then the head drafting in `litgpt generate_speculatively`,
+`litgpt chat`, `LLM.generate` (one prompt, a list, a stream) and a real `litgpt serve` with 4 clients at once; its
+refusals of another target and of generating alone.
 
 The tiny target is random, so its own answers are what the head learns: trained for seconds, it agrees with the target
 far more often than an untrained head, and every answer is the target's own.
@@ -32,10 +33,35 @@ PROMPTS = [
     "rain and snow on the mountain in the evening",
 ]
 TRAIN = [
-    "--precision", "32-true", "--answers.prompts", "96", "--answers.prompt_tokens", "8", "--answers.answer_tokens",
-    "32", "--train.epochs", "15", "--train.log_interval", "50", "--eval.interval", "100", "--learning_rate", "3e-3",
+    "--precision", "32-true", "--data", "ShareGPT", "--answers.prompts", "96", "--answers.only", "true",
+    "--answers.prompt_tokens", "8", "--answers.answer_tokens", "32", "--train.epochs", "15", "--train.max_tokens",
+    "null", "--train.log_interval", "50", "--eval.interval", "100", "--learning_rate", "3e-3",
     "--draft_vocab_size", "40",
 ]  # fmt: skip
+
+
+def sharegpt_file(path):
+    """ShareGPT's format: 120 conversations whose first turn is 3 to 6 words of the prompts (and a second exchange)."""
+    words = " ".join(PROMPTS).split()
+    generator = torch.Generator().manual_seed(0)
+
+    def text(count):
+        return " ".join(words[int(i)] for i in torch.randint(0, len(words), (count,), generator=generator))
+
+    conversations = [
+        {
+            "id": str(i),
+            "conversations": [
+                {"from": "human", "value": text(3 + i % 4)},
+                {"from": "gpt", "value": text(8)},
+                {"from": "human", "value": text(3)},
+                {"from": "gpt", "value": text(4)},
+            ],
+        }
+        for i in range(120)
+    ]
+    path.write_text(json.dumps(conversations))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +69,8 @@ def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("draft-head")
     _, target = tiny_checkpoints.build_pair(root)
     (target / "chat_template.jinja").write_text(TEMPLATE)
-    out, err = litgpt_in_process.litgpt("train_draft", target, "--out_dir", root / "head", *TRAIN)
+    data = ["--data.json_path", sharegpt_file(root / "sharegpt.json")]
+    out, err = litgpt_in_process.litgpt("train_draft", target, "--out_dir", root / "head", *TRAIN, *data)
     # an untrained head of the same shape, as a user could save one
     untrained = root / "untrained"
     shutil.copytree(root / "head", untrained)
@@ -54,15 +81,23 @@ def checkpoints(tmp_path_factory):
         getattr(head, name).reset_parameters()
     head.transformer.h[0].apply(lambda m: m.reset_parameters() if hasattr(m, "reset_parameters") else None)
     head.save(untrained)
-    return {"root": root, "target": target, "head": root / "head", "untrained": untrained, "log": out + err}
+    return {
+        "root": root,
+        "target": target,
+        "head": root / "head",
+        "untrained": untrained,
+        "log": out + err,
+        "data": data,
+    }
 
 
 def test_train_draft_reports_its_progress_and_writes_a_draft(checkpoints):
     log, head = checkpoints["log"], checkpoints["head"]
-    assert "The target wrote" in log and "held-back acceptance per step ahead" in log and "tokens/s" in log
+    assert "The target answered 96 prompts" in log and "Training on 96 texts" in log
+    assert "held-back acceptance per step ahead" in log and "tokens/s" in log
     for name in ("lit_model.pth", "model_config.yaml", "draft_head.yaml", "tokenizer.json", "train_state.pth"):
         assert (head / name).is_file(), name
-    assert (head / "answers.json").is_file()
+    assert (head / "answers.pt").is_file() and (head / "target_outputs.pt").is_file()
 
 
 def test_train_draft_resumes_from_its_out_dir(checkpoints, tmp_path):
@@ -76,11 +111,11 @@ def test_train_draft_resumes_from_its_out_dir(checkpoints, tmp_path):
         *TRAIN[TRAIN.index("--train.epochs") + 2 :],
     ]
     out, err = litgpt_in_process.litgpt(
-        "train_draft", checkpoints["target"], "--out_dir", out_dir, "--resume", "true", *more
+        "train_draft", checkpoints["target"], "--out_dir", out_dir, "--resume", "true", *more, *checkpoints["data"]
     )
     log = out + err
     resumed = int(re.search(r"Resuming from step (\d+)", log).group(1))
-    assert resumed > 0 and "The target wrote" not in log
+    assert resumed > 0 and "The target answered" not in log and "Read the target's hidden states" in log
     assert json.loads((out_dir / "training.json").read_text())["steps"] > resumed
 
 
