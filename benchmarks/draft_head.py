@@ -2,10 +2,11 @@
 its training data, one prompt at a time (greedy and sampling) and in batches, with its acceptance and its step's cost.
 
     python benchmarks/draft_head.py --head build/heads/smollm2 [--target DIR] [--repeats 3] [--threads 2] [--out DIR]
-        [--quick]
+        [--sharegpt 8] [--quick]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, up to 128 new tokens, the eight chat prompts of tools/smollm2.py
-(written by people; the head trained on prompts the target wrote itself). Cases, interleaved and paired repeat by
+(written by people) and `--sharegpt` first turns of ShareGPT's held-back split (the head trains on texts of its
+training split). Cases, interleaved and paired repeat by
 repeat (the order of the two variants alternates): each prompt alone through `LLM.generate(prompt)` with and without
 `draft_model=LLM.load(head)` (`speculative_k="auto"`, the default with a head), greedy and at temperature 0.7; and
 the prompts as a list of 4 and of 8 through `LLM.generate(prompts)` (greedy). Greedy answers must equal the target
@@ -63,24 +64,91 @@ def generate(llm: LLM, head: LLM | None, prompts: str | list[str], new_tokens: i
 @torch.inference_mode()
 def step_seconds(llm: LLM, head: LLM, rows: int, position: int = 200, repeats: int = 20) -> dict[str, float]:
     """The median seconds of one forward pass of one token per row, of the target and of the head (its hidden states
-    read from a target's pass before it)."""
+    read from a target's pass before it), and of the target's passes over 2 and 3 tokens per row (what verifying 1 and
+    2 drafted tokens costs the model)."""
     target, draft = llm.model.module, as_head(head.model)
     for model in (target, draft):
         model.set_kv_cache(batch_size=rows, max_seq_length=position + 8)
-    idx = torch.randint(0, target.config.vocab_size, (rows, position))
-    times = {"target": [], "head": []}
+    idx = torch.randint(0, target.config.vocab_size, (rows, position + 3))
+    passes = {
+        "target": (target, 1),
+        "head": (draft, 1),
+        "target, 2 tokens": (target, 2),
+        "target, 3 tokens": (target, 3),
+    }
+    times = {name: [] for name in passes}
     with draft.attached(target):
-        target(idx, input_pos=torch.arange(position))
-        draft(idx, input_pos=torch.arange(position))
-        token, pos = idx[:, -1:], torch.tensor([position])
+        target(idx[:, :position], input_pos=torch.arange(position))
+        draft(idx[:, :position], input_pos=torch.arange(position))
         for _ in range(repeats):
-            for name, model in (("target", target), ("head", draft)):
+            for name, (model, tokens) in passes.items():
                 start = time.perf_counter()
-                model(token, input_pos=pos, input_pos_maxp1=position + 1)
+                pos = torch.arange(position, position + tokens)
+                model(idx[:, position : position + tokens], input_pos=pos, input_pos_maxp1=position + tokens)
                 times[name].append(time.perf_counter() - start)
     for model in (target, draft):
         model.clear_kv_cache()
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def sharegpt_prompts(llm: LLM, count: int, most_tokens: int = 96) -> list[str]:
+    """The first turns of the last `count` conversations of ShareGPT's held-back split (`litgpt.data.ShareGPT`'s, which
+    `litgpt train_draft` does not train on: it reads its first texts only, to report its acceptance) of at most
+    `most_tokens` tokens: what people asked, in no training data."""
+    from litgpt.data import ShareGPT
+
+    data = ShareGPT(num_workers=0)
+    data.connect(llm.preprocessor.tokenizer)
+    data.setup()
+    prompts = []
+    for conversation in reversed(data.val_dataset.conversations):
+        prompt = conversation[1 if conversation[0]["role"] == "system" else 0]["content"].strip()
+        if 8 <= len(llm.preprocessor.encode(prompt)) <= most_tokens and prompt not in prompts:
+            prompts.append(prompt)
+        if len(prompts) == count:
+            break
+    return prompts
+
+
+@torch.inference_mode()
+def offline_acceptance(llm: LLM, head: LLM, prompt: str, answer: str, steps: int = 3) -> tuple[list[int], int]:
+    """How often the head's most probable token is the target's at each step ahead (the first from the target's hidden
+    states, the next from its own outputs), over the answer's positions, as `litgpt train_draft` measures it on its
+    held-back texts: the agreements per step and the positions."""
+    from litgpt.train_draft import collate, head_loss, target_outputs
+
+    target, draft = llm.model.module, as_head(head.model)
+    prompt_ids = llm.preprocessor.encode(llm.prompt_style.apply(prompt)).cpu()
+    answer_ids = llm.preprocessor.encode(answer).cpu()
+    if llm.preprocessor.tokenizer.use_bos and len(answer_ids) and answer_ids[0] == llm.preprocessor.tokenizer.bos_id:
+        answer_ids = answer_ids[1:]
+    ids = torch.cat((prompt_ids, answer_ids))
+    answer = torch.arange(len(ids)) >= len(prompt_ids)  # the head is measured where the next token is the answer's
+    target.clear_kv_cache()
+    draft.set_target(target)
+
+    class Fabric:
+        device = torch.device("cpu")
+
+    batch = collate(target_outputs(Fabric, target, draft, [(ids, answer)], 1))
+    _, agreements = head_loss(draft, batch, steps)
+    draft.set_target(None)
+    return [int(a.sum()) for a in agreements], int(batch["mask"].sum())
+
+
+def round_steps(llm: LLM) -> dict[str, dict[int, float]]:
+    """Per batch size, the seconds of the rounds of k drafted tokens that the engine timed (for its chooser, the head's
+    steps not counted), over those of a step of the target alone: of the k it measured."""
+    out = {}
+    for draft, chooser in llm._choosers.values():
+        if draft is None:  # the target alone's
+            continue
+        for rows, costs in sorted(chooser.costs.items()):
+            if costs.target_seconds and costs.seconds:
+                out[str(rows)] = {
+                    k: total / count / costs.target_seconds for k, (count, total) in sorted(costs.seconds.items())
+                }
+    return out
 
 
 def acceptance_per_position(rounds: list[tuple[int, int]]) -> dict:
@@ -102,6 +170,7 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--sampled-prompts", type=int, default=8, help="the prompts also sampled at temperature 0.7")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "draft_head")
+    parser.add_argument("--sharegpt", type=int, default=0, help="held-back ShareGPT prompts, also greedy")
     parser.add_argument("--quick", action="store_true", help="1 prompt, 8 new tokens, one repeat")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -112,11 +181,13 @@ def main() -> int:
     llm, head = (LLM.load(str(path), distribute=None) for path in (checkpoint_dir, args.head))
     for model in (llm, head):
         model.distribute(accelerator="cpu", precision="32-true")
+    people = sharegpt_prompts(llm, args.sharegpt) if args.sharegpt else []
     record_rounds()
     generate(llm, head, prompts[0], 4, 0.0)  # the first calls are slower: not measured
     generate(llm, None, prompts[0], 4, 0.0)
 
     cases = [(f"greedy: {p}", p, 0.0) for p in prompts]
+    cases += [(f"greedy, ShareGPT: {' '.join(p.split())[:60]}", p, 0.0) for p in people]
     cases += [(f"temperature 0.7: {p}", p, 0.7) for p in prompts[: args.sampled_prompts]]
     cases += [
         (f"batch of {n}", prompts[:n] * (n // len(prompts[:n])), 0.0) for n in (4, 8) if n <= len(prompts) or args.quick
@@ -124,6 +195,7 @@ def main() -> int:
     ratios: dict[str, list[float]] = {name: [] for name, _, _ in cases}
     speeds: dict[str, dict[str, list[float]]] = {name: {"alone": [], "head": []} for name, _, _ in cases}
     rounds: dict[str, list[tuple[int, int]]] = {"one prompt": [], "batch": []}
+    offline: list[tuple[list[int], int]] = []  # per greedy prompt: the head's agreements per step ahead, positions
     for repeat in range(args.repeats):
         for i, (name, prompt, temperature) in enumerate(cases):
             order = ("alone", "head") if (repeat + i) % 2 == 0 else ("head", "alone")
@@ -138,6 +210,9 @@ def main() -> int:
                     rounds["batch" if name.startswith("batch") else "one prompt"] += ROUNDS
             if temperature == 0 and answers["head"] != answers["alone"]:
                 raise SystemExit(f"{name}: the answer with the head differs from the target's alone")
+            if temperature == 0 and repeat == 0 and isinstance(prompt, str):
+                agreements, positions = offline_acceptance(llm, head, prompt, answers["alone"])
+                offline.append((agreements, positions))
             ratios[name].append(speed["head"] / speed["alone"])
             for variant in speed:
                 speeds[name][variant].append(speed[variant])
@@ -151,7 +226,9 @@ def main() -> int:
         "ratios": ratios,
         "speeds": speeds,
         "acceptance": {kind: acceptance_per_position(r) for kind, r in rounds.items()},
+        "offline_acceptance": [sum(a[j] for a, _ in offline) / max(sum(n for _, n in offline), 1) for j in range(3)],
         "step_seconds": {str(rows): s for rows, s in steps.items()},
+        "round_steps": round_steps(llm),
         "training": json.loads(training.read_text()) if training.is_file() else None,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -175,8 +252,14 @@ def markdown(results: dict) -> str:
         alone = statistics.median(results["speeds"][name]["alone"])
         lines.append(f"| {name} | {summary(values)} | {alone:.1f} |")
     greedy = [statistics.median(v) for n, v in results["ratios"].items() if n.startswith("greedy")]
+    people = [statistics.median(v) for n, v in results["ratios"].items() if n.startswith("greedy, ShareGPT")]
     sampled = [statistics.median(v) for n, v in results["ratios"].items() if n.startswith("temperature")]
     lines += ["", f"One prompt, greedy: median {statistics.median(greedy):.2f}x, lowest {min(greedy):.2f}x."]
+    if people:
+        lines.append(
+            f"Of them, ShareGPT's held-back prompts: median {statistics.median(people):.2f}x,"
+            f" lowest {min(people):.2f}x."
+        )
     if sampled:
         lines.append(
             f"One prompt, temperature 0.7: median {statistics.median(sampled):.2f}x, lowest {min(sampled):.2f}x."
@@ -188,12 +271,27 @@ def markdown(results: dict) -> str:
             f"Acceptance ({kind}): per draft position {per_position}; {tokens or 0:.2f} tokens per round that drafted"
             f" ({acceptance['rounds']} rounds)."
         )
+    offline = ", ".join(f"{a:.2f}" for a in results.get("offline_acceptance", []))
+    lines.append(
+        f"Offline, on the target's greedy answers to the same prompts: the head's most probable token is the target's"
+        f" at {offline} of the answers' positions, per step ahead (`litgpt train_draft`'s held-back measure)."
+    )
     costs = "; ".join(
         f"{rows} row(s): target {s['target'] * 1e3:.1f} ms, head {s['head'] * 1e3:.1f} ms"
-        f" ({s['head'] / s['target']:.2f})"
+        f" ({s['head'] / s['target']:.2f}), target over 2 and 3 tokens per row"
+        f" {s['target, 2 tokens'] / s['target']:.2f} and {s['target, 3 tokens'] / s['target']:.2f} steps"
         for rows, s in results["step_seconds"].items()
     )
     lines.append(f"One step (one token per row): {costs}.")
+    rounds = "; ".join(
+        f"{rows} row(s): " + ", ".join(f"k={k} {steps:.2f}" for k, steps in per_k.items())
+        for rows, per_k in results.get("round_steps", {}).items()
+    )
+    if rounds:
+        lines.append(
+            f"A round with k drafted tokens, in steps of the target alone, as the engine timed them (the head's steps"
+            f" not counted): {rounds}."
+        )
     if results["training"]:
         t = results["training"]
         lines.append(

@@ -27,7 +27,7 @@ def run_machine(args, **more) -> dict:
         "device": platform.processor() or "cpu",
         "torch": torch.__version__,
         "threads": args.threads,
-        "repeats": args.repeats,
+        "repeats": getattr(args, "repeats", None),
         "new_tokens": args.new_tokens,
         **more,
         "command": command_line(),
