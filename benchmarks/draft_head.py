@@ -30,7 +30,7 @@ from litgpt import LLM
 from litgpt.generate import sequence
 from litgpt.generate.draft_head import as_head
 
-from report import run_machine, summary
+from report import run_machine, summary, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -231,10 +231,7 @@ def main() -> int:
         "round_steps": round_steps(llm),
         "training": json.loads(training.read_text()) if training.is_file() else None,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    args.out.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+    write_results(args.out, results, markdown(results))
     return 0
 
 

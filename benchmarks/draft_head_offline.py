@@ -21,7 +21,7 @@ import torch
 from draft_head import offline_acceptance, sharegpt_prompts
 from litgpt import LLM
 
-from report import run_machine
+from report import run_machine, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -70,10 +70,7 @@ def main() -> int:
             "training": json.loads(training.read_text()) if training.is_file() else None,
         }
         print(head_dir, json.dumps(per_kind), file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    args.out.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+    write_results(args.out, results, markdown(results))
     return 0
 
 

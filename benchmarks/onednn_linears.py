@@ -13,7 +13,6 @@ kernels are compared too: they round differently, so a near tie may go another w
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from litgpt import LLM
 from litgpt.generate import continuous_batching
 from litgpt.model import OneDNNLinear, use_onednn_linears
 
-from report import run_machine, summary
+from report import run_machine, summary, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -95,10 +94,7 @@ def main() -> int:
         passes[variant] = {rows: [pass_ms(model, rows, tokens) for tokens in (1, 2, 3, 4)] for rows in (1, 4)}
 
     results = {"machine": run_machine(args), "ratios": ratios, "speeds": speeds, "same": same, "pass_ms": passes}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    args.out.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+    write_results(args.out, results, markdown(results))
     return 0
 
 

@@ -34,6 +34,14 @@ def run_machine(args, **more) -> dict:
     }
 
 
+def write_results(out: Path, results: dict, markdown: str) -> None:
+    """Writes `out`.json (the results) and `out`.md (their Markdown), and prints the Markdown."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    out.with_suffix(".md").write_text(markdown)
+    print(markdown)
+
+
 def _speed(entry: dict | None) -> str:
     return "–" if entry is None else f"{entry['tokens_per_s']:.1f} ±{entry['spread'] / 2:.0%}"
 
