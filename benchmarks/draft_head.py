@@ -39,12 +39,13 @@ import smollm2  # noqa: E402
 ROUNDS: list[tuple[int, int]] = []  # (proposed, accepted) of each row's round that proposed tokens
 
 
-def record_rounds() -> None:
-    """Records the proposed and accepted tokens of every round of every row (`DraftCounts.add`)."""
+def record_rounds(llm: LLM) -> None:
+    """Records the proposed and accepted tokens of every round of every row (`DraftCounts.add` of the counts of `llm`,
+    not of the rows', which count the same rounds again)."""
     add = sequence.DraftCounts.add
 
     def recorded(self, proposed: int, accepted: int) -> None:
-        if proposed:
+        if proposed and self is llm.draft_counts:
             ROUNDS.append((proposed, accepted))
         add(self, proposed, accepted)
 
@@ -182,7 +183,7 @@ def main() -> int:
     for model in (llm, head):
         model.distribute(accelerator="cpu", precision="32-true")
     people = sharegpt_prompts(llm, args.sharegpt) if args.sharegpt else []
-    record_rounds()
+    record_rounds(llm)
     generate(llm, head, prompts[0], 4, 0.0)  # the first calls are slower: not measured
     generate(llm, None, prompts[0], 4, 0.0)
 
