@@ -21,8 +21,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from draft_head import sharegpt_prompts
+from litgpt import LLM
+from vllm_bench import hf_tokenizer
+
+from report import command_line
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import smollm2  # noqa: E402
 
 CHECKPOINT = ROOT / "build" / "smollm2" / "SmolLM2-135M-Instruct"
 VLLM_RUN = """
@@ -39,10 +46,8 @@ print("RESULTS " + json.dumps({"counts": counts, "answers": [list(o.outputs[0].t
 """
 
 
-def fork_acceptance(head: Path, prompts: list[str], new_tokens: int) -> dict:
-    from litgpt import LLM
-
-    llm, draft = LLM.load(str(CHECKPOINT), distribute=None), LLM.load(str(head), distribute=None)
+def fork_acceptance(llm: LLM, head: Path, prompts: list[str], new_tokens: int) -> dict:
+    draft = LLM.load(str(head), distribute=None)
     for model in (llm, draft):
         model.distribute(accelerator="cpu", precision="32-true")
     drafted = accepted = 0
@@ -63,16 +68,10 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "vllm_eagle3.json")
     args = parser.parse_args()
-    from draft_head import sharegpt_prompts
-    from litgpt import LLM
-    from vllm_bench import hf_tokenizer
-
-    import smollm2
-    from report import command_line
-
+    llm = LLM.load(str(CHECKPOINT), distribute=None)  # its tokenizer now, its weights (distribute) after vLLM has run
     prompts = list(smollm2.PROMPTS)
     if args.sharegpt:
-        prompts += sharegpt_prompts(LLM.load(str(CHECKPOINT), distribute=None), args.sharegpt)
+        prompts += sharegpt_prompts(llm, args.sharegpt)
     tokenizer = hf_tokenizer(ROOT / "build" / "smollm2" / "hf-tokenizer")
     command = [args.vllm_python, "-c", VLLM_RUN, str(CHECKPOINT), str(args.head / "eagle3"), str(tokenizer),
                str(args.new_tokens), json.dumps(prompts)]  # fmt: skip
@@ -84,12 +83,12 @@ def main() -> int:
     if result.returncode:
         raise SystemExit(f"vLLM failed:\n{result.stderr[-6000:]}")
     vllm = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("RESULTS "))[8:])
-    fork = fork_acceptance(args.head, prompts, args.new_tokens)
+    fork = fork_acceptance(llm, args.head, prompts, args.new_tokens)
     counts = vllm["counts"]
     drafted = counts.get("vllm:spec_decode_num_draft_tokens", 0)
     accepted = counts.get("vllm:spec_decode_num_accepted_tokens", 0)
     vllm["acceptance"] = accepted / max(drafted, 1)
-    eos_id = LLM.load(str(CHECKPOINT), distribute=None).preprocessor.tokenizer.eos_id
+    eos_id = llm.preprocessor.tokenizer.eos_id
 
     def text(ids: list[int]) -> list[int]:
         return ids[:-1] if ids and ids[-1] == eos_id else ids
