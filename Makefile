@@ -6,7 +6,7 @@ TREE := build/upstream
 # bitsandbytes, or read config_hub/, which the sdist lacks; and test_save_load_prompt_style, whose expected class path
 # is the module's name as upstream's runner imports it ("test_prompts", here "build.upstream.tests.test_prompts").
 # A deselected name is a prefix of test ids; the fixtures they take from upstream's tests/conftest.py, which the sdist
-# lacks, are in ./conftest.py. `python tools/topic_ends.py` runs the same at the end of every topic of the series.
+# lacks, are in ./conftest.py. `python backend/topic_ends.py` runs the same at the end of every topic of the series.
 UPSTREAM_TESTS := $(TREE)/tests --ignore=$(TREE)/tests/test_config_hub.py
 UPSTREAM_OFFLINE := $(addprefix --deselect $(TREE)/tests/,test_readme.py test_serve.py::test_simple \
 	test_chat.py::test_decode test_chat.py::test_litgpt_chat_endtoend test_chat.py::test_litgpt_generate_endtoend \
@@ -38,10 +38,10 @@ upstream-tests: $(TREE)
 	OMP_NUM_THREADS=1 $(PYTHON) -m pytest $(PARALLEL) --rootdir=. -c pyproject.toml $(UPSTREAM_TESTS) $(UPSTREAM_OFFLINE)
 
 build/smollm2/SmolLM2-135M-Instruct-first4/lit_model.pth:
-	$(PYTHON) tools/smollm2.py --draft-layers 4
+	$(PYTHON) -m tools.smollm2 --draft-layers 4
 
 build/demo/zen/target/lit_model.pth:
-	$(PYTHON) demo/zen.py
+	$(PYTHON) -m demo.zen
 
 $(TREE):
 	$(PYTHON) backend/devtree.py materialize
@@ -55,8 +55,8 @@ patches:
 	$(PYTHON) backend/devtree.py export
 
 demo:
-	$(PYTHON) demo/run.py
+	$(PYTHON) -m demo.run
 
 # The speed benchmark (not part of the tests; see README.md). QUICK=1 for the tiny smoke configuration.
 bench:
-	$(PYTHON) benchmarks/speculative_speed.py $(if $(QUICK),--quick --out build/bench-quick,--compile)
+	$(PYTHON) -m benchmarks.speculative_speed $(if $(QUICK),--quick --out build/bench-quick,--compile)

@@ -1,7 +1,7 @@
 """A list of prompts through `LLM.generate` at once (continuous batching) against a loop over them, with and without
 prompt lookup, and with a draft model that cannot pay.
 
-    python benchmarks/batch_generate.py [--prompts 8] [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+    python -m benchmarks.batch_generate [--prompts 8] [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
         [--variants VARIANT ...] [--kind copy|open]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens per prompt, the chat prompts of
@@ -35,12 +35,10 @@ import torch
 from litgpt import LLM
 from litgpt.generate import continuous_batching
 
-from report import run_machine, summary
+from benchmarks.report import run_machine, summary
+from tools import layer_draft, smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import layer_draft  # noqa: E402
-import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
 VARIANTS = (

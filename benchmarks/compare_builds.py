@@ -1,6 +1,6 @@
 """Two builds of the fork, side by side in one process: the cost of speculative decoding's loop, interleaved and paired.
 
-    python benchmarks/compare_builds.py OLD NEW [--repeats 10] [--out DIR]
+    python -m benchmarks.compare_builds OLD NEW [--repeats 10] [--out DIR]
 
 OLD and NEW are folders that hold a `litgpt` package (a copy of an installed build's `site-packages/litgpt`, or
 `build/upstream` for the tree being edited). Each is loaded under a name of its own (its imports of `litgpt` renamed),
@@ -38,10 +38,10 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import timing
+from benchmarks.report import command_line
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import timing  # noqa: E402
-from report import command_line  # noqa: E402
 
 
 def load_build(folder: Path, name: str, into: Path):
@@ -95,7 +95,7 @@ def loop_rows(builds: dict, repeats: int, new_tokens: int = 256) -> list[dict]:
 
 @torch.inference_mode()
 def model_rows(builds: dict, repeats: int, new_tokens: int = 128) -> list[dict]:
-    import pairs
+    from benchmarks import pairs
 
     config = pairs.target_config("pythia-160m", block_size=512, n_layer=8, vocab=4096)
     draft, target = pairs.controlled_pair(config, torch.device("cpu"), torch.float32)
@@ -154,9 +154,7 @@ API_CASES = {
 
 def api_rows(builds: dict, repeats: int, new_tokens: int = 128) -> tuple[list[dict], int]:
     """Seconds of `LLM.generate` per case, prompt and build; and how many answers differ between the builds."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import layer_draft
-    import smollm2
+    from tools import layer_draft, smollm2
 
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     draft_dir = layer_draft.make_draft(checkpoint_dir, 4)

@@ -1,7 +1,7 @@
 """A draft head trained by `litgpt train_draft` against the target alone: tokens/s on open chat prompts that are not in
 its training data, one prompt at a time (greedy and sampling) and in batches, with its acceptance and its step's cost.
 
-    python benchmarks/draft_head.py --head build/heads/smollm2 [--target DIR] [--repeats 3] [--threads 2] [--out DIR]
+    python -m benchmarks.draft_head --head build/heads/smollm2 [--target DIR] [--repeats 3] [--threads 2] [--out DIR]
         [--sharegpt 8] [--quick]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, up to 128 new tokens, the eight chat prompts of tools/smollm2.py
@@ -30,11 +30,10 @@ from litgpt import LLM
 from litgpt.generate import sequence
 from litgpt.generate.draft_head import as_head
 
-from report import run_machine, summary, write_results
+from benchmarks.report import run_machine, summary, write_results
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import smollm2  # noqa: E402
 
 ROUNDS: list[tuple[int, int]] = []  # (proposed, accepted) of each row's round that proposed tokens
 

@@ -2,7 +2,7 @@
 step ahead, on the target's own greedy answers to prompts in no head's training data (as `litgpt train_draft` measures
 its held-back acceptance, and as a round of drafted tokens is accepted at temperature 0).
 
-    python benchmarks/draft_head_offline.py --heads build/heads/A build/heads/B [--sharegpt 16] [--new-tokens 128]
+    python -m benchmarks.draft_head_offline --heads build/heads/A build/heads/B [--sharegpt 16] [--new-tokens 128]
         [--out benchmarks/results/cpu/draft_head_offline]
 
 The prompts: the eight of tools/smollm2.py and the first turns of `--sharegpt` conversations of ShareGPT's held-back
@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 
 import torch
-from draft_head import offline_acceptance, sharegpt_prompts
 from litgpt import LLM
 
-from report import run_machine, write_results
+from benchmarks.draft_head import offline_acceptance, sharegpt_prompts
+from benchmarks.report import run_machine, write_results
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import smollm2  # noqa: E402
 
 
 def main() -> int:

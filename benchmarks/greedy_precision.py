@@ -1,6 +1,6 @@
 """How often is greedy speculative output token for token the target's own, in float32 and in 16-bit precision?
 
-    python benchmarks/greedy_precision.py [--device cpu] [--out benchmarks/results/cpu]
+    python -m benchmarks.greedy_precision [--device cpu] [--out benchmarks/results/cpu]
 
 Speculative decoding verifies k + 1 tokens in one forward pass of the target; target-only decoding feeds one token at
 a time. In exact arithmetic both give the same logits. In floating point they round differently, so where the two
@@ -24,8 +24,7 @@ import litgpt.generate.base as base
 import litgpt.generate.speculative_decoding as fork
 import torch
 
-import pairs
-import timing
+from benchmarks import pairs, timing
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}

@@ -2,7 +2,7 @@
 paged blocks gathered for SDPA (FlexAttention's paged path needs `torch.compile`; SDPA over gathered blocks is what runs
 without it).
 
-    python benchmarks/kv_layout.py --threads 2 --repeats 7 --out benchmarks/results/cpu/kv_layout
+    python -m benchmarks.kv_layout --threads 2 --repeats 7 --out benchmarks/results/cpu/kv_layout
 
 For SmolLM2-135M-Instruct's attention (30 layers, 9 heads, 3 query groups of 64, float32) and a batch of 8 rows whose
 lengths are spread over `--lengths`, it times, per round of the whole model: the dense layout's attention (SDPA over the
@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from tools import smollm2
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import smollm2  # noqa: E402
 
 LAYERS, HEADS, GROUPS, HEAD_SIZE, BLOCK, CHUNK = 30, 9, 3, 64, 16, 16  # CHUNK: KVMemory.chunk
 

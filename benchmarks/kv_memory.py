@@ -1,7 +1,7 @@
 """The memory of `litgpt serve` with continuous batching: idle, and under 8 concurrent requests, for two builds; and
 how much of the KV cache the engine allocates over the tokens it holds.
 
-    python benchmarks/kv_memory.py --before /tmp/old/tree --threads 2 --out benchmarks/results/cpu/kv_memory
+    python -m benchmarks.kv_memory --before /tmp/old/tree --threads 2 --out benchmarks/results/cpu/kv_memory
 
 Servers: SmolLM2-135M-Instruct (tools/smollm2.py), float32, `--openai_spec true`, the model's whole context (no
 `--max_seq_length`), `--max_batch_size 1` and `8`, of the build in `--before` (a patched tree put first on the
@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import statistics
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,12 +34,10 @@ from litgpt import LLM
 from litgpt.generate import continuous_batching
 from litgpt.generate.kv_memory import KVMemory
 
-from report import command_line
+from benchmarks.report import command_line
+from tools import litgpt_server, smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import litgpt_server  # noqa: E402
-import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
 

@@ -1,6 +1,6 @@
 """Prompt lookup over earlier generations: sequences of requests through one `LLM`, or through `litgpt serve`.
 
-    python benchmarks/lookup_workload.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu] [--server]
+    python -m benchmarks.lookup_workload [--repeats 3] [--threads 1] [--out benchmarks/results/cpu] [--server]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, through `LLM.generate`. The
 workloads of benchmarks/lookup_workloads.json are sent in order: repetitive ones (requests of one kind whose answers
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -40,12 +39,10 @@ import torch
 from litgpt import LLM
 from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
 
-from report import run_machine, summary
+from benchmarks.report import run_machine, summary
+from tools import litgpt_server, smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import litgpt_server  # noqa: E402
-import smollm2  # noqa: E402
 
 WORKLOADS = ROOT / "benchmarks" / "lookup_workloads.json"
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"

@@ -1,7 +1,7 @@
 """oneDNN's linear layers (what LitGPT's generation entry points use on the CPU in float32) against PyTorch's default
 kernel: tokens/s of the target alone, and the cost of a forward pass over a few tokens per row.
 
-    python benchmarks/onednn_linears.py [--repeats 3] [--threads 2] [--out DIR]
+    python -m benchmarks.onednn_linears [--repeats 3] [--threads 2] [--out DIR]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens: `LLM.generate` of the eight chat
 prompts of tools/smollm2.py one at a time and as lists of 4 and of 8, with the model's linear layers as
@@ -23,11 +23,10 @@ from litgpt import LLM
 from litgpt.generate import continuous_batching
 from litgpt.model import OneDNNLinear, use_onednn_linears
 
-from report import run_machine, summary, write_results
+from benchmarks.report import run_machine, summary, write_results
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import smollm2  # noqa: E402
 
 
 def use(model: torch.nn.Module, onednn: bool) -> None:

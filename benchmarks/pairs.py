@@ -9,7 +9,6 @@ alpha. `set_noise` changes the target in place, so compiled code is reused from 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import torch
@@ -59,8 +58,7 @@ def load_checkpoint(checkpoint_dir: Path, device: torch.device, dtype: torch.dty
 
 def zen_pair(device: torch.device, dtype: torch.dtype) -> tuple[GPT, GPT, Tokenizer]:
     """The demo's draft and target, trained on the Zen of Python (cached under build/demo), and their tokenizer."""
-    sys.path.insert(0, str(ROOT / "demo"))
-    import zen
+    from demo import zen
 
     draft_dir, target_dir = zen.build_zen_pair(ROOT / "build" / "demo")
     return load_checkpoint(draft_dir, device, dtype), load_checkpoint(target_dir, device, dtype), Tokenizer(target_dir)
@@ -68,8 +66,7 @@ def zen_pair(device: torch.device, dtype: torch.dtype) -> tuple[GPT, GPT, Tokeni
 
 def smollm2_dir() -> Path:
     """The SmolLM2-135M-Instruct checkpoint, made by tools/smollm2.py on first use (cached under build/smollm2)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import smollm2
+    from tools import smollm2
 
     return smollm2.make_checkpoint()
 
@@ -77,9 +74,7 @@ def smollm2_dir() -> Path:
 def smollm2_pair(device: torch.device, dtype: torch.dtype, draft_layers: int = 4) -> tuple[GPT, GPT, Tokenizer, list]:
     """SmolLM2-135M-Instruct (made by tools/smollm2.py, cached under build/smollm2), a draft of its first blocks, its
     tokenizer, and the real chat prompts of tools/smollm2.py with its chat template applied, as token ids."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import layer_draft
-    import smollm2
+    from tools import layer_draft, smollm2
 
     target_dir = smollm2_dir()
     draft_dir = layer_draft.make_draft(target_dir, draft_layers)

@@ -1,6 +1,6 @@
 """Prompt lookup decoding on a real model: where answers copy from the prompt, and where they do not.
 
-    python benchmarks/prompt_lookup.py [--repeats 5] [--threads 1] [--out benchmarks/results/cpu]
+    python -m benchmarks.prompt_lookup [--repeats 5] [--threads 1] [--out benchmarks/results/cpu]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, stopping at <|im_end|>, on the task
 set benchmarks/prompt_lookup_tasks.json (prompts whose answer copies from the prompt, and open-ended ones), with the
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -25,13 +24,11 @@ import litgpt.generate.base as base
 import litgpt.generate.speculative_decoding as speculative
 import torch
 
-import pairs
-import timing
-from report import run_machine, summary
+from benchmarks import pairs, timing
+from benchmarks.report import run_machine, summary
+from demo import zen
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-import zen  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
 ZEN_PROMPT_LINES = 8  # the Zen pair's prompt: its first lines, then its first line again

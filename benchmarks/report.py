@@ -12,7 +12,7 @@ from pathlib import Path
 
 def command_line() -> str:
     """The command that ran this benchmark, quoted as a shell takes it again from the repository's root."""
-    return shlex.join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    return shlex.join(["python", "-m", f"benchmarks.{Path(sys.argv[0]).stem}", *sys.argv[1:]])
 
 
 def run_machine(args, **more) -> dict:

@@ -4,10 +4,10 @@ time and one with `--max_batch_size`; with `--compare draft`, both batching with
 with SmolLM2's first 4 blocks as `--draft_model` too, which cannot pay; with `--compare builds --before DIR`, the same
 server of two builds: a patched tree put first on the first server's PYTHONPATH, and the installed one).
 
-    python benchmarks/serve.py [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
-    python benchmarks/serve.py --compare batching --max-batch-size 8 --clients 1 2 4 8
-    python benchmarks/serve.py --max-batch-size 8 --clients 1 2 4 8   # lookup against none, both batching
-    python benchmarks/serve.py --compare draft --clients 1 4 8   # lookup and a draft against lookup, both batching
+    python -m benchmarks.serve [--repeats 3] [--threads 1] [--out benchmarks/results/cpu]
+    python -m benchmarks.serve --compare batching --max-batch-size 8 --clients 1 2 4 8
+    python -m benchmarks.serve --max-batch-size 8 --clients 1 2 4 8   # lookup against none, both batching
+    python -m benchmarks.serve --compare draft --clients 1 4 8   # lookup and a draft against lookup, both batching
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, greedy, up to 128 new tokens, the chat requests of
 benchmarks/prompt_lookup_tasks.json (answers that copy from the prompt, and open ones), sent with the `openai` client
@@ -26,7 +26,6 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,13 +36,10 @@ import requests
 import torch
 from litgpt import LLM
 
-from report import run_machine, summary
+from benchmarks.report import run_machine, summary
+from tools import layer_draft, litgpt_server, smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import layer_draft  # noqa: E402
-import litgpt_server  # noqa: E402
-import smollm2  # noqa: E402
 
 TASKS = ROOT / "benchmarks" / "prompt_lookup_tasks.json"
 COMPARISONS = {

@@ -1,6 +1,6 @@
 """`litgpt serve --openai_spec true` under hostile clients, for one build of the fork or two (before and after).
 
-    python benchmarks/serve_hostile.py [--before DIR] [--requests 500] [--repeats 3] [--max-batch-size N]
+    python -m benchmarks.serve_hostile [--before DIR] [--requests 500] [--repeats 3] [--max-batch-size N]
         [--out benchmarks/results/cpu]
 
 For each build (the installed fork, "after", and with `--before` a patched tree put first on the servers'
@@ -42,15 +42,12 @@ from pathlib import Path
 import requests
 from hypothesis import HealthCheck, given, settings
 
-from report import command_line, summary
+from benchmarks.report import command_line, summary
+from demo import tiny_checkpoints
+from tools import hostile_requests, litgpt_server, smollm2
+from tools.hostile_requests import GOOD, PATH, post
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "demo")]
-import hostile_requests  # noqa: E402
-import litgpt_server  # noqa: E402
-import smollm2  # noqa: E402
-import tiny_checkpoints  # noqa: E402
-from hostile_requests import GOOD, PATH, post  # noqa: E402
 
 HANG_S = 30
 TEMPLATE = "{% for message in messages %}{{ message['content'] }} {% endfor %}"

@@ -1,8 +1,8 @@
 """How fast is speculative decoding here, against what it could be and against what users would pick instead?
 
-    python benchmarks/speculative_speed.py                       # CPU: 8 layers x 768, ~25 minutes on 2 cores
-    python benchmarks/speculative_speed.py --quick --out DIR     # tiny configuration, seconds (CI smoke test)
-    python benchmarks/speculative_speed.py --device cuda --precision bf16-true --compile \\
+    python -m benchmarks.speculative_speed                       # CPU: 8 layers x 768, ~25 minutes on 2 cores
+    python -m benchmarks.speculative_speed --quick --out DIR     # tiny configuration, seconds (CI smoke test)
+    python -m benchmarks.speculative_speed --device cuda --precision bf16-true --compile \\
         --target-config pythia-1.4b                              # a GPU, a real shape (see README)
 
 Pairs with a controlled acceptance rate (see pairs.py). For each pair, interleaved and repeated, on the same prompt:
@@ -34,9 +34,7 @@ import litgpt.generate.base as base
 import litgpt.generate.speculative_decoding as fork
 import torch
 
-import pairs
-import report
-import timing
+from benchmarks import pairs, report, timing
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = {"32-true": torch.float32, "bf16-true": torch.bfloat16, "16-true": torch.float16}

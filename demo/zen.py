@@ -18,7 +18,7 @@ import torch
 from litgpt import GPT, Config
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-import tiny_checkpoints
+from demo import tiny_checkpoints
 
 EOS = tiny_checkpoints.EOS
 RECIPE = {
@@ -105,5 +105,5 @@ def build_zen_pair(root: Path, recipe: dict = RECIPE) -> tuple[Path, Path]:
 
 
 if __name__ == "__main__":
-    # the demo's pair, trained once into build/demo (as `python demo/run.py` does), for `make test` to share
+    # the demo's pair, trained once into build/demo (as `python -m demo.run` does), for `make test` to share
     build_zen_pair(Path(__file__).resolve().parent.parent / "build" / "demo")

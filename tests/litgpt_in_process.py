@@ -18,7 +18,7 @@ from unittest import mock
 import pytest
 import torch
 
-import cli
+from demo import cli
 
 
 def litgpt(*args: str, stdin: str = "") -> tuple[str, str]:

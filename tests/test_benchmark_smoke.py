@@ -10,16 +10,14 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from benchmarks import batch_generate, report
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import batch_generate  # noqa: E402
-import report  # noqa: E402
+from .conftest import ROOT
 
 
 def run(script: str, *args: str) -> None:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd = [sys.executable, "-m", f"benchmarks.{script.removesuffix('.py')}", *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -140,7 +138,7 @@ def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path):
     from litgpt import Config
     from litgpt.generate.draft_head import DraftHead
 
-    import tiny_checkpoints
+    from demo import tiny_checkpoints
 
     _, target = tiny_checkpoints.build_pair(tmp_path)
     head_dir = tmp_path / "head"

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-import cli as console_script
-import tiny_checkpoints
+from demo import cli as console_script
+from demo import tiny_checkpoints
 
 from . import litgpt_in_process as cli
 

@@ -7,9 +7,8 @@ import sys
 
 from tokenizers import Tokenizer
 
-import tiny_checkpoints
-import zen
-from run import PROMPTS
+from demo import tiny_checkpoints, zen
+from demo.run import PROMPTS
 
 from .conftest import ROOT
 
@@ -27,8 +26,8 @@ def test_zen_tokenizer_round_trips_the_text():
 
 def test_demo_prints_identical_completions(demo_dir):
     out = demo_dir / "build" / "demo"
-    cmd = [sys.executable, str(ROOT / "demo" / "run.py"), "--out", str(out), "--max_new_tokens", "24"]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd = [sys.executable, "-m", "demo.run", "--out", str(out), "--max_new_tokens", "24"]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     # the CLI for each prompt, the Python API once, prompt lookup once
     assert result.stdout.count("identical: yes") == len(PROMPTS) + 2

@@ -20,8 +20,8 @@ import torch
 from litgpt import LLM
 from litgpt.generate.draft_head import DraftHead
 
-import litgpt_server
-import tiny_checkpoints
+from demo import tiny_checkpoints
+from tools import litgpt_server
 
 from . import litgpt_in_process
 

@@ -18,7 +18,7 @@ from litgpt.generate.prompt_lookup import LookupCache
 from scipy.stats import chisquare
 from torch import nn
 
-import tiny_checkpoints
+from demo import tiny_checkpoints
 
 VOCAB = 12
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

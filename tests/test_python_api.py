@@ -6,7 +6,7 @@ import pytest
 import torch
 from litgpt import LLM
 
-import tiny_checkpoints
+from demo import tiny_checkpoints
 
 PROMPTS = ["the llama eats", "a small alpaca runs in the field", "sun and rain"]
 

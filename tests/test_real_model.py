@@ -18,8 +18,7 @@ from litgpt import GPT, Config
 from litgpt.generate.base import generate as generate_alone
 from litgpt.tokenizer import Tokenizer
 
-import layer_draft
-import smollm2
+from tools import layer_draft, smollm2
 
 from . import litgpt_in_process as cli
 

@@ -12,7 +12,7 @@ import torch
 from litgpt import GPT, Config
 from litgpt.generate import base
 
-import tiny_checkpoints
+from demo import tiny_checkpoints
 
 SMALL = dict(n_embd=32, n_head=2, n_query_groups=2, head_size=16, intermediate_size=64, block_size=64)
 PAIRS = [  # (draft, target): padded 151936 -> 152064, 50304 -> 50432, and the other way round

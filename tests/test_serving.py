@@ -17,8 +17,8 @@ import pytest
 import requests
 from litgpt.tokenizer import Tokenizer
 
-import litgpt_server
-import tiny_checkpoints
+from demo import tiny_checkpoints
+from tools import litgpt_server
 
 from . import litgpt_in_process
 

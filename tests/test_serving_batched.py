@@ -20,8 +20,8 @@ import torch
 from litgpt import GPT, Config
 from litgpt.generate.kv_memory import KVMemory
 
-import litgpt_server
-import tiny_checkpoints
+from demo import tiny_checkpoints
+from tools import litgpt_server
 
 from . import litgpt_in_process
 from .test_serving import COMMON, OPENAI, PROMPTS, TEMPLATE, chat, chat_stream, metrics

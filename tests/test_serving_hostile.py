@@ -25,11 +25,9 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 
-import hostile_requests
-import litgpt_server
-import tiny_checkpoints
-import zen
-from hostile_requests import CASES, GOOD, PATH, post
+from demo import tiny_checkpoints, zen
+from tools import hostile_requests, litgpt_server
+from tools.hostile_requests import CASES, GOOD, PATH, post
 
 from .conftest import ROOT
 

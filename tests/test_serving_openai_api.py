@@ -9,8 +9,8 @@ import pytest
 import torch
 from litgpt import LLM
 
-import litgpt_server
-import tiny_checkpoints
+from demo import tiny_checkpoints
+from tools import litgpt_server
 
 from .test_serving import TEMPLATE, client
 

@@ -17,8 +17,7 @@ import openai
 import pytest
 from litgpt import LLM
 
-import litgpt_server
-import smollm2
+from tools import litgpt_server, smollm2
 
 MAX_TOKENS = 48
 PROMPTS = [

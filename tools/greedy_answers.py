@@ -1,7 +1,7 @@
 """Write every entry point's greedy answers to a JSON file, to compare two builds byte for byte.
 
-    python tools/greedy_answers.py --out before.json               # with one build installed (or PYTHONPATH=...)
-    python tools/greedy_answers.py --out after.json                # with the other; then: cmp before.json after.json
+    python -m tools.greedy_answers --out before.json               # with one build installed (or PYTHONPATH=...)
+    python -m tools.greedy_answers --out after.json                # with the other; then: cmp before.json after.json
 
 On the demo's Zen pair and on SmolLM2-135M-Instruct with its 4-block draft (float32, CPU, temperature 0), each prompt
 through `LLM.generate` alone, with prompt lookup, with the draft model and with both: as text, as token ids, as a
@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "demo")]
+from demo import zen
+from tools import layer_draft, litgpt_server, smollm2
 
-import layer_draft  # noqa: E402
-import litgpt_server  # noqa: E402
-import smollm2  # noqa: E402
-import zen  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 MAX_NEW_TOKENS = 40
 MODES = {

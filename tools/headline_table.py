@@ -1,7 +1,7 @@
 """The README's "Measured" table, computed from the committed benchmark results (so none can lack a results file).
 
-    python tools/headline_table.py            # print the table
-    python tools/headline_table.py --write    # replace it in README.md (rerun after committing new results)
+    python -m tools.headline_table            # print the table
+    python -m tools.headline_table --write    # replace it in README.md (rerun after committing new results)
 
 One row per claim: the figure with its spread (quartiles over paired repeats, or the range over tasks), the command
 that wrote the results file, and the machine it ran on.
@@ -18,8 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 RESULTS = ROOT / "benchmarks" / "results" / "cpu"
-START, END = "<!-- headline table: python tools/headline_table.py --write -->", "<!-- end of headline table -->"
-sys.path.insert(0, str(ROOT / "benchmarks"))
+START, END = "<!-- headline table: python -m tools.headline_table --write -->", "<!-- end of headline table -->"
 
 
 def load(name: str) -> dict:
@@ -116,7 +115,7 @@ def draft_model_rows() -> list[tuple[str, ...]]:
             "`litgpt generate_speculatively`, a draft of 1 of 8 layers at α = 1 (a benchmark pair): tokens/s over the"
             " target alone, best k",
             f"{ratio(paired[k])}, k = {k}",
-            "`python benchmarks/speculative_speed.py --compile`",
+            "`python -m benchmarks.speculative_speed --compile`",
             machine,
         )
     ]
@@ -180,7 +179,7 @@ def batch_ratios(*analyses: dict) -> list[str]:
 
 
 def serve_batching_rows() -> list[tuple[str, ...]]:
-    import serve
+    from benchmarks import serve
 
     results = load("serve_batching/serve.json")
     analysis = serve.analyse(results)
@@ -197,7 +196,7 @@ def serve_batching_rows() -> list[tuple[str, ...]]:
 
 
 def kv_memory_rows() -> list[tuple[str, ...]]:
-    import serve
+    from benchmarks import serve
 
     memory = load("kv_memory/kv_memory.json")
     servers = memory["servers"]
@@ -235,7 +234,7 @@ def kv_memory_rows() -> list[tuple[str, ...]]:
 
 
 def engine_rows() -> list[tuple[str, ...]]:
-    import serve
+    from benchmarks import serve
 
     api = load("engine_api/compare_builds_api.json")
     cells = [f"{row['case']} {ratio([1 / r for r in row['new_over_old']])}" for row in api["api"]]
@@ -281,7 +280,7 @@ def precision_rows() -> list[tuple[str, ...]]:
             f"Greedy speculative output token for token the target alone's ({pairs} pairs incl. the real model,"
             f" {results['rows'][0]['prompts']} prompts each)",
             ", ".join(cells),
-            "`python benchmarks/greedy_precision.py`",
+            "`python -m benchmarks.greedy_precision`",
             f"CPU, {results['machine']['date']}",
         )
     ]
@@ -296,7 +295,7 @@ def vllm_bench_rows() -> list[tuple[str, ...]]:
         of = {(run["server"], run["repeat"]): run[metric] for run in runs if run["concurrency"] == concurrency}
         return [of["fork", r] / of["vllm", r] for s, r in of if s == "fork" and ("vllm", r) in of]
 
-    import vllm_bench
+    from benchmarks import vllm_bench
 
     counts = [vllm_bench.same_answers(runs, concurrency) for concurrency in results["machine"]["concurrency"]]
     same, compared = map(sum, zip(*counts))

