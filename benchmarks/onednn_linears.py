@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 from litgpt import LLM
-from litgpt.generate import continuous_batching
+from litgpt import model as litgpt_model
 from litgpt.model import OneDNNLinear, use_onednn_linears
 
 from benchmarks.report import run_machine, summary, write_results
@@ -62,7 +62,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "onednn_linears")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    continuous_batching.use_onednn_linears = lambda model: None  # the kernel is this benchmark's to choose
+    litgpt_model.use_onednn_linears = lambda module: None  # not in set_kv_cache: the kernel is this benchmark's to choose
     llm = LLM.load(str(smollm2.make_checkpoint(ROOT / "build" / "smollm2")), distribute=None)
     llm.distribute(accelerator="cpu", precision="32-true")
     model = llm.model.module
