@@ -35,7 +35,8 @@ from litgpt.generate import continuous_batching
 from litgpt.generate.kv_memory import KVMemory
 
 from benchmarks.report import command_line
-from tools import litgpt_server, smollm2
+from harness import litgpt_server
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -40,7 +40,8 @@ from litgpt import LLM
 from litgpt.generate.prompt_lookup import SEPARATOR, LookupCache, PromptLookup
 
 from benchmarks.report import run_machine, summary
-from tools import litgpt_server, smollm2
+from harness import litgpt_server
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -62,7 +62,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "onednn_linears")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    litgpt_model.use_onednn_linears = lambda module: None  # not in set_kv_cache: the kernel is this benchmark's to choose
+    # the kernel is this benchmark's to choose, not `set_kv_cache`'s
+    litgpt_model.use_onednn_linears = lambda module: None
     llm = LLM.load(str(smollm2.make_checkpoint(ROOT / "build" / "smollm2")), distribute=None)
     llm.distribute(accelerator="cpu", precision="32-true")
     model = llm.model.module

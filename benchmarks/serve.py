@@ -37,7 +37,8 @@ import torch
 from litgpt import LLM
 
 from benchmarks.report import run_machine, summary
-from tools import layer_draft, litgpt_server, smollm2
+from harness import litgpt_server
+from tools import layer_draft, smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
 

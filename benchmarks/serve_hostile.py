@@ -7,7 +7,7 @@ For each build (the installed fork, "after", and with `--before` a patched tree 
 PYTHONPATH, "before"):
 
 - hostile requests, to a tiny checkpoint's server (prompt lookup, `--max_new_tokens 200`): every case of
-  tools/hostile_requests.py, then `--requests` bodies that hypothesis generates anew in every run (random JSON, random
+  harness/hostile_requests.py, then `--requests` bodies that hypothesis generates anew in every run (random JSON, random
   field types and values, random message parts). Per request its status and seconds; a request without an answer in
   30 s is a hang, after which the server is restarted. The greedy answer to a fixed request is asked after every
   case and after every 25 generated requests, and must stay what it was.
@@ -44,8 +44,9 @@ from hypothesis import HealthCheck, given, settings
 
 from benchmarks.report import command_line, summary
 from demo import tiny_checkpoints
-from tools import hostile_requests, litgpt_server, smollm2
-from tools.hostile_requests import GOOD, PATH, post
+from harness import hostile_requests, litgpt_server
+from harness.hostile_requests import GOOD, PATH, post
+from tools import smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -231,7 +232,7 @@ def markdown(results: dict, command: str) -> str:
             f"{m['rss_after_1000_mib']:.0f} MiB ({m['grown_mib']:+.1f}) | {d['ratio_median']:.2f}×, "
             f"{d['ratio_max']:.2f}× ({summary(d['ratios'])}) |"
         )
-    lines.append("\n## Every case of tools/hostile_requests.py: the status expected and answered\n")
+    lines.append("\n## Every case of harness/hostile_requests.py: the status expected and answered\n")
     labels = list(results["builds"])
     lines.append("| case | expected | " + " | ".join(labels) + " |")
     lines.append("|---|---|" + "---|" * len(labels))

@@ -28,7 +28,7 @@ from pathlib import Path
 import requests
 
 from benchmarks.report import command_line
-from tools import litgpt_server
+from harness import litgpt_server
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from litgpt import LLM
 from litgpt.generate.draft_head import DraftHead
 
 from demo import tiny_checkpoints
-from tools import litgpt_server
+from harness import litgpt_server
 
 from . import litgpt_in_process
 

@@ -2,7 +2,7 @@
 plain HTTP, with and without prompt lookup and a draft model, on tiny checkpoints.
 
 The servers of a module start together (their start-up is mostly imports) and are stopped with their process groups
-when the module ends, also when a test fails (tools/litgpt_server.py). The real model's servers are in
+when the module ends, also when a test fails (harness/litgpt_server.py). The real model's servers are in
 test_serving_real_model.py, bad and hostile requests in test_serving_hostile.py.
 """
 
@@ -18,7 +18,7 @@ import requests
 from litgpt.tokenizer import Tokenizer
 
 from demo import tiny_checkpoints
-from tools import litgpt_server
+from harness import litgpt_server
 
 from . import litgpt_in_process
 

@@ -21,7 +21,7 @@ from litgpt import GPT, Config
 from litgpt.generate.kv_memory import KVMemory
 
 from demo import tiny_checkpoints
-from tools import litgpt_server
+from harness import litgpt_server
 
 from . import litgpt_in_process
 from .test_serving import COMMON, OPENAI, PROMPTS, TEMPLATE, chat, chat_stream, metrics

@@ -8,7 +8,7 @@ Two real servers for each, driven by plain HTTP and the `openai` client, both wi
 answers kept apart by salt, an API key, `--host 127.0.0.1` and an access token: one of a tiny checkpoint, which after
 every kind of abuse still answers a greedy request as before, and one of the demo's Zen of Python model, whose
 answers show what a salt keeps apart and last long enough for a dropped stream to be noticed. The cases and the
-request strategy are in tools/hostile_requests.py, which benchmarks/serve_hostile.py sends at scale.
+request strategy are in harness/hostile_requests.py, which benchmarks/serve_hostile.py sends at scale.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import requests
 from hypothesis import HealthCheck, given, settings
 
 from demo import tiny_checkpoints, zen
-from tools import hostile_requests, litgpt_server
-from tools.hostile_requests import CASES, GOOD, PATH, post
+from harness import hostile_requests, litgpt_server
+from harness.hostile_requests import CASES, GOOD, PATH, post
 
 from .conftest import ROOT
 

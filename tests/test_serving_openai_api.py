@@ -10,7 +10,7 @@ import torch
 from litgpt import LLM
 
 from demo import tiny_checkpoints
-from tools import litgpt_server
+from harness import litgpt_server
 
 from .test_serving import TEMPLATE, client
 

@@ -17,7 +17,8 @@ import openai
 import pytest
 from litgpt import LLM
 
-from tools import litgpt_server, smollm2
+from harness import litgpt_server
+from tools import smollm2
 
 MAX_TOKENS = 48
 PROMPTS = [

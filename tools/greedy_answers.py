@@ -5,19 +5,23 @@
 
 On the demo's Zen pair and on SmolLM2-135M-Instruct with its 4-block draft (float32, CPU, temperature 0), each prompt
 through `LLM.generate` alone, with prompt lookup, with the draft model and with both: as text, as token ids, as a
-stream (its pieces joined) and in a list of prompts; then through `litgpt serve --openai_spec true` at
-`--max_batch_size 1` and 4, streamed and not, with the same four ways of decoding.
+stream (its pieces joined) and in a list of prompts; through `litgpt chat` (the prompts as the turns of one chat);
+then through `litgpt serve --openai_spec true` at `--max_batch_size 1` and 4, streamed and not, with the same four ways
+of decoding.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from demo import zen
-from tools import layer_draft, litgpt_server, smollm2
+from harness import litgpt_server
+from tools import layer_draft, smollm2
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,6 +63,19 @@ def api_answers(target_dir: Path, draft_dir: Path, prompts: list[str]) -> dict:
             "stream": ["".join(llm.generate(prompt, stream=True, **kwargs)) for prompt in prompts],
             "list": llm.generate(prompts, max_batch_size=3, **kwargs),
         }
+    return answers
+
+
+def chat_answers(target_dir: Path, draft_dir: Path, prompts: list[str]) -> dict:
+    command = [sys.executable, "-m", "litgpt", "chat", str(target_dir), "--multiline", "true", "--temperature", "0"]
+    command += ["--max_new_tokens", str(MAX_NEW_TOKENS), "--precision", "32-true"]
+    turns = "".join(f"{prompt}\n!submit\n" for prompt in prompts) + "!quit\n"
+    answers = {}
+    for mode, options in MODES.items():
+        extra = ["--prompt_lookup", "true"] if options.get("prompt_lookup") else []
+        extra += ["--draft_model", str(draft_dir)] if options.get("draft") else []
+        out = subprocess.run([*command, *extra], input=turns, capture_output=True, text=True, check=True).stdout
+        answers[mode] = [reply.split("\n>> Prompt:")[0].rstrip("\n") for reply in out.split(">> Reply: ")[1:]]
     return answers
 
 
@@ -105,7 +122,10 @@ def main() -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     result = {}
     for name, (target_dir, draft_dir, prompts) in pairs().items():
-        result[name] = {"api": api_answers(target_dir, draft_dir, prompts)}
+        result[name] = {
+            "api": api_answers(target_dir, draft_dir, prompts),
+            "chat": chat_answers(target_dir, draft_dir, prompts),
+        }
         if not args.no_serve:
             result[name]["serve"] = served_answers(target_dir, draft_dir, prompts, log_dir)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
