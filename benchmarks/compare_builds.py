@@ -20,6 +20,10 @@ that follow each other. A refactor of the loop should leave them at 1, since the
   128 new tokens) on the tasks of benchmarks/prompt_lookup_tasks.json, alone, with `prompt_lookup=True` (in the prompt
   and the answer), with its first 4 blocks as `draft_model` (which cannot pay; `speculative_k="auto"`) and with both:
   seconds per call, new / old paired per prompt and repeat, and whether both builds answer every prompt alike.
+- With `--chat`, instead: `litgpt chat` of SmolLM2-135M-Instruct, each build's as a subprocess with its folder on
+  PYTHONPATH, the tasks' prompts as the turns of one chat (greedy, up to 64 new tokens): alone, with `--prompt_lookup`
+  and with the 4-block draft (`--speculative_k auto`); the seconds of each turn as chat prints them, new / old paired
+  per turn and repeat, and whether both builds reply alike.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ import argparse
 import dataclasses
 import importlib
 import json
+import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -152,6 +158,18 @@ API_CASES = {
 }
 
 
+def paired(seconds: dict[str, dict[str, list[float]]]) -> list[dict]:
+    """Per case, the seconds of each build (`seconds[build][case]`) and new / old, run by run."""
+    return [
+        {
+            "case": case,
+            "seconds": {name: seconds[name][case] for name in seconds},
+            "new_over_old": [new / old for old, new in zip(seconds["old"][case], seconds["new"][case])],
+        }
+        for case in seconds["old"]
+    ]
+
+
 def api_rows(builds: dict, repeats: int, new_tokens: int = 128) -> tuple[list[dict], int]:
     """Seconds of `LLM.generate` per case, prompt and build; and how many answers differ between the builds."""
     from tools import layer_draft, smollm2
@@ -188,11 +206,44 @@ def api_rows(builds: dict, repeats: int, new_tokens: int = 128) -> tuple[list[di
                     seconds[name][case].append(elapsed)
                 differ += texts["old"] != texts["new"]
         print(f"api repeat {repeat + 1}/{repeats}", file=sys.stderr, flush=True)
-    rows = []
-    for case in API_CASES:
-        ratios = [new / old for old, new in zip(seconds["old"][case], seconds["new"][case])]
-        rows.append({"case": case, "seconds": {n: seconds[n][case] for n in builds}, "new_over_old": ratios})
-    return rows, differ
+    return paired(seconds), differ
+
+
+CHAT_CASES = {"alone": [], "lookup": ["--prompt_lookup", "true"], "draft": ["--speculative_k", "auto"]}
+
+
+def chat_rows(folders: dict[str, Path], repeats: int, threads: int, new_tokens: int = 64) -> tuple[list[dict], int]:
+    """Seconds of each turn of `litgpt chat` per case and build; and how many replies differ between the builds."""
+    from tools import layer_draft, smollm2
+
+    checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
+    draft_dir = layer_draft.make_draft(checkpoint_dir, 4)
+    prompts = [
+        task["prompt"] for task in json.loads((ROOT / "benchmarks" / "prompt_lookup_tasks.json").read_text())["tasks"]
+    ]
+    turns = "".join(f"{prompt}\n!submit\n" for prompt in prompts) + "!quit\n"
+
+    def run(name: str, case: str) -> tuple[list[float], list[str]]:
+        options = [*CHAT_CASES[case], *(["--draft_model", str(draft_dir)] if case == "draft" else [])]
+        command = [sys.executable, "-m", "litgpt", "chat", str(checkpoint_dir), "--multiline", "true"]
+        command += ["--temperature", "0", "--max_new_tokens", str(new_tokens), "--precision", "32-true", *options]
+        env = {**os.environ, "PYTHONPATH": str(folders[name].resolve()), "OMP_NUM_THREADS": str(threads)}
+        done = subprocess.run(command, input=turns, capture_output=True, text=True, check=True, env=env)
+        seconds = [float(s) for s in re.findall(r"Time for inference: ([\d.]+) sec total", done.stderr)]
+        # each reply up to the next prompt (not the warnings a build prints to stdout after it)
+        return seconds, [reply.split("\n>> Prompt:")[0] for reply in done.stdout.split(">> Reply: ")[1:]]
+
+    seconds = {name: {case: [] for case in CHAT_CASES} for name in folders}
+    differ = 0
+    for repeat in range(repeats):
+        for i, case in enumerate(CHAT_CASES):
+            replies = {}
+            for name in list(folders)[:: 1 if (repeat + i) % 2 == 0 else -1]:
+                turn_seconds, replies[name] = run(name, case)
+                seconds[name][case] += turn_seconds
+            differ += sum(old != new for old, new in zip(replies["old"], replies["new"]))
+        print(f"chat repeat {repeat + 1}/{repeats}", file=sys.stderr, flush=True)
+    return paired(seconds), differ
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,8 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write compare_builds.json and compare_builds.md there")
     parser.add_argument("--api", action="store_true", help="LLM.generate on SmolLM2 instead of the loop")
+    parser.add_argument("--chat", action="store_true", help="litgpt chat on SmolLM2 instead of the loop")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.chat:
+        rows, differ = chat_rows({"old": args.old, "new": args.new}, args.repeats, args.threads)
+        return api_report(
+            args, rows, differ, "`litgpt chat` of SmolLM2-135M-Instruct, greedy, up to 64 new tokens, per turn"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         builds = {name: load_build(folder.resolve(), f"build_{name}", Path(tmp)) for name, folder in
                   (("old", args.old), ("new", args.new))}  # fmt: skip
@@ -233,11 +290,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def api_report(args: argparse.Namespace, rows: list[dict], differ: int) -> int:
+def api_report(
+    args: argparse.Namespace,
+    rows: list[dict],
+    differ: int,
+    what: str = "`LLM.generate(prompt)` of SmolLM2-135M-Instruct, greedy, up to 128 new tokens, per prompt",
+) -> int:
+    name = "compare_builds_chat" if args.chat else "compare_builds_api"
     lines = [
         f"`{command_line()}`, {args.threads} thread(s)",
         "",
-        "`LLM.generate(prompt)` of SmolLM2-135M-Instruct, greedy, up to 128 new tokens, per prompt and repeat:",
+        f"{what} and repeat:",
         "",
         "| case | seconds per call, old | new | new / old (median, quartiles) |",
         "|---|---|---|---|",
@@ -250,8 +313,8 @@ def api_report(args: argparse.Namespace, rows: list[dict], differ: int) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         result = {"command": command_line(), "threads": args.threads, "api": rows, "differ": differ}
-        (args.out / "compare_builds_api.json").write_text(json.dumps(result) + "\n")
-        (args.out / "compare_builds_api.md").write_text("\n".join(lines) + "\n")
+        (args.out / f"{name}.json").write_text(json.dumps(result) + "\n")
+        (args.out / f"{name}.md").write_text("\n".join(lines) + "\n")
     return 0 if differ == 0 else 1
 
 
