@@ -174,28 +174,42 @@ def metrics(server) -> dict[str, float]:
 
 
 def test_metrics_count_the_requests_and_the_draft_tokens(servers):
+    # one log line per request, with what the counters say
+    line = (
+        r"^Request: (\d+) prompt tokens, (\d+) new tokens in .* finish_reason (\w+)"
+        r"(?:, (\d+) of (\d+) proposed tokens accepted \(\d+%\) in (\d+) rounds?)?$"
+    )
     for name in ("alone", "lookup"):
-        before = metrics(servers[name])
-        answer = chat(servers[name], PROMPTS[2], temperature=0, max_tokens=20)
-        after = metrics(servers[name])
-        increase = {key: after[key] - before.get(key, 0) for key in after}
-        assert increase['litgpt:request_success_total{finished_reason="length"}'] == 1
-        assert increase["litgpt:prompt_tokens_total"] == answer.usage.prompt_tokens
-        assert increase["litgpt:generation_tokens_total"] == answer.usage.completion_tokens == 20
-        drafts, proposed, accepted = (
-            increase[f"litgpt:spec_decode_num_{kind}_total"] for kind in ("drafts", "draft_tokens", "accepted_tokens")
-        )
-        if name == "alone":
-            assert drafts == proposed == accepted == 0
+        # a prompt that repeats itself: the lookup proposes, and the model accepts, unless the server measured that
+        # proposing does not pay (a tiny model's round takes a millisecond: under load, its timings are noise), which
+        # it tries again after a while: a few requests give it the chance
+        for _ in range(5):
+            before = metrics(servers[name])
+            answer = chat(servers[name], PROMPTS[2], temperature=0, max_tokens=20)
+            after = metrics(servers[name])
+            increase = {key: after[key] - before.get(key, 0) for key in after}
+            assert increase['litgpt:request_success_total{finished_reason="length"}'] == 1
+            assert increase["litgpt:prompt_tokens_total"] == answer.usage.prompt_tokens
+            assert increase["litgpt:generation_tokens_total"] == answer.usage.completion_tokens == 20
+            drafts, proposed, accepted = (
+                increase[f"litgpt:spec_decode_num_{kind}_total"]
+                for kind in ("drafts", "draft_tokens", "accepted_tokens")
+            )
+            lines = re.findall(line, servers[name].log(), re.MULTILINE)
+            assert lines[-1][:3] == (str(answer.usage.prompt_tokens), "20", "length")
+            assert (accepted, proposed, drafts) == tuple(float(count or 0) for count in lines[-1][3:])
+            requests_counted = sum(
+                value for key, value in after.items() if key.startswith("litgpt:request_success_total")
+            )
+            assert requests_counted == len(lines)
+            if name == "alone":
+                assert drafts == proposed == accepted == 0
+                break
+            if drafts:
+                assert drafts <= proposed and 0 < accepted <= proposed
+                break
         else:
-            # a prompt that repeats itself: the lookup proposes, and the model accepts
-            assert 0 < drafts <= proposed and 0 < accepted <= proposed
-        # one log line per request, with what the counters say
-        line = r"^Request: (\d+) prompt tokens, (\d+) new tokens in .* finish_reason (\w+)"
-        lines = re.findall(line, servers[name].log(), re.MULTILINE)
-        assert lines[-1] == (str(answer.usage.prompt_tokens), "20", "length")
-        requests_counted = sum(value for key, value in after.items() if key.startswith("litgpt:request_success_total"))
-        assert requests_counted == len(lines)
+            pytest.fail("the lookup proposed no token in 5 requests of a prompt that repeats itself")
 
 
 def test_start_up_errors_exit_before_the_port_opens(checkpoints, tmp_path):
