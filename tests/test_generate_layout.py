@@ -15,9 +15,16 @@ import pytest
 PACKAGES = {
     package.__name__.split(".")[1]: (
         {path.stem: path for path in sorted(Path(package.__file__).parent.glob("*.py")) if path.stem != "__init__"},
-        max_lines,
+        500,
     )
-    for package, max_lines in ((litgpt.generate, 700), (litgpt.deploy, 500))
+    for package in (litgpt.generate, litgpt.deploy)
+}
+# upstream's modules that the fork leaves longer than that, and the most lines it may make them
+UPSTREAM_LONGER = {
+    ("generate", "base"): 580,  # upstream's is 559 lines
+    # upstream's is 477 lines: the single-request driver of `litgpt generate_speculatively`, in upstream's shape (its
+    # tests patch the module's functions), with the lookup, speculative_k "auto" and the draft head
+    ("generate", "speculative_decoding"): 650,
 }
 
 
@@ -72,5 +79,6 @@ def test_neither_generation_driver_imports_the_other():
 @pytest.mark.parametrize(("package", "name"), [(p, name) for p, (modules, _) in PACKAGES.items() for name in modules])
 def test_each_file_is_of_a_readable_size(package, name):
     modules, max_lines = PACKAGES[package]
+    max_lines = UPSTREAM_LONGER.get((package, name), max_lines)
     lines = len(modules[name].read_text().splitlines())
     assert lines <= max_lines, f"litgpt/{package}/{name}.py has {lines} lines: split it by concern"
