@@ -36,7 +36,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -214,24 +213,19 @@ CHAT_CASES = {"alone": [], "lookup": ["--prompt_lookup", "true"], "draft": ["--s
 
 def chat_rows(folders: dict[str, Path], repeats: int, threads: int, new_tokens: int = 64) -> tuple[list[dict], int]:
     """Seconds of each turn of `litgpt chat` per case and build; and how many replies differ between the builds."""
-    from tools import layer_draft, smollm2
+    from tools import greedy_answers, layer_draft, smollm2
 
     checkpoint_dir = smollm2.make_checkpoint(ROOT / "build" / "smollm2")
     draft_dir = layer_draft.make_draft(checkpoint_dir, 4)
     prompts = [
         task["prompt"] for task in json.loads((ROOT / "benchmarks" / "prompt_lookup_tasks.json").read_text())["tasks"]
     ]
-    turns = "".join(f"{prompt}\n!submit\n" for prompt in prompts) + "!quit\n"
 
     def run(name: str, case: str) -> tuple[list[float], list[str]]:
         options = [*CHAT_CASES[case], *(["--draft_model", str(draft_dir)] if case == "draft" else [])]
-        command = [sys.executable, "-m", "litgpt", "chat", str(checkpoint_dir), "--multiline", "true"]
-        command += ["--temperature", "0", "--max_new_tokens", str(new_tokens), "--precision", "32-true", *options]
         env = {**os.environ, "PYTHONPATH": str(folders[name].resolve()), "OMP_NUM_THREADS": str(threads)}
-        done = subprocess.run(command, input=turns, capture_output=True, text=True, check=True, env=env)
-        seconds = [float(s) for s in re.findall(r"Time for inference: ([\d.]+) sec total", done.stderr)]
-        # each reply up to the next prompt (not the warnings a build prints to stdout after it)
-        return seconds, [reply.split("\n>> Prompt:")[0] for reply in done.stdout.split(">> Reply: ")[1:]]
+        replies, seconds = greedy_answers.chat_replies(checkpoint_dir, prompts, options, new_tokens, env)
+        return seconds, replies
 
     seconds = {name: {case: [] for case in CHAT_CASES} for name in folders}
     differ = 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -66,16 +67,26 @@ def api_answers(target_dir: Path, draft_dir: Path, prompts: list[str]) -> dict:
     return answers
 
 
-def chat_answers(target_dir: Path, draft_dir: Path, prompts: list[str]) -> dict:
-    command = [sys.executable, "-m", "litgpt", "chat", str(target_dir), "--multiline", "true", "--temperature", "0"]
-    command += ["--max_new_tokens", str(MAX_NEW_TOKENS), "--precision", "32-true"]
+def chat_replies(
+    checkpoint_dir: Path, prompts: list[str], options: list[str], max_new_tokens: int, env: dict | None = None
+) -> tuple[list[str], list[float]]:
+    """The replies of one greedy, float32 `litgpt chat` session with `options` to `prompts`, turn by turn, and the
+    seconds of each turn as chat prints them (`env`: the environment to run it in, if not this one's)."""
+    command = [sys.executable, "-m", "litgpt", "chat", str(checkpoint_dir), "--multiline", "true", "--temperature", "0"]
+    command += ["--max_new_tokens", str(max_new_tokens), "--precision", "32-true", *options]
     turns = "".join(f"{prompt}\n!submit\n" for prompt in prompts) + "!quit\n"
+    done = subprocess.run(command, input=turns, capture_output=True, text=True, check=True, env=env)
+    seconds = [float(s) for s in re.findall(r"Time for inference: ([\d.]+) sec total", done.stderr)]
+    # each reply up to the next prompt (not what a build prints to stdout after it)
+    return [reply.split("\n>> Prompt:")[0].rstrip("\n") for reply in done.stdout.split(">> Reply: ")[1:]], seconds
+
+
+def chat_answers(target_dir: Path, draft_dir: Path, prompts: list[str]) -> dict:
     answers = {}
     for mode, options in MODES.items():
         extra = ["--prompt_lookup", "true"] if options.get("prompt_lookup") else []
         extra += ["--draft_model", str(draft_dir)] if options.get("draft") else []
-        out = subprocess.run([*command, *extra], input=turns, capture_output=True, text=True, check=True).stdout
-        answers[mode] = [reply.split("\n>> Prompt:")[0].rstrip("\n") for reply in out.split(">> Reply: ")[1:]]
+        answers[mode] = chat_replies(target_dir, prompts, extra, MAX_NEW_TOKENS)[0]
     return answers
 
 
