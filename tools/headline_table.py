@@ -158,8 +158,8 @@ def onednn_rows() -> list[tuple[str, ...]]:
     return [
         (
             "The model alone on the CPU, `LLM.generate` (float32, greedy), with oneDNN's linear layers (what every"
-            " generation entry point now uses: 4 rows or more on packed weights) over PyTorch's default kernel: one prompt;"
-            " a batch of 4; of 8; a pass over 4 tokens, in steps",
+            " generation entry point now uses: 4 rows or more on packed weights) over PyTorch's default kernel: one"
+            " prompt; a batch of 4; of 8; a pass over 4 tokens, in steps",
             f"**{statistics.median(one):.2f}×** (prompts {min(one):.2f}–{max(one):.2f}); {ratio(ratios['batch of 4'])};"
             f" {ratio(ratios['batch of 8'])}; {over_step['oneDNN']:.2f} (was {over_step['default']:.2f})",
             f"`{results['machine']['command']}`",
@@ -286,8 +286,8 @@ def precision_rows() -> list[tuple[str, ...]]:
     ]
 
 
-def vllm_bench_rows() -> list[tuple[str, ...]]:
-    results = load("vllm_bench/vllm_bench.json")
+def vllm_bench_rows(name: str = "vllm_bench") -> list[tuple[str, ...]]:
+    results = load(f"{name}/vllm_bench.json")
     runs = results["runs"]
 
     def paired(concurrency: int, metric: str) -> list[float]:
@@ -311,7 +311,13 @@ def vllm_bench_rows() -> list[tuple[str, ...]]:
             "`vllm bench serve` (ShareGPT conversations, streamed, greedy) against `litgpt serve --openai_spec true"
             " --max_batch_size 16` and `vllm serve` on the same float32 weights: the fork's output tokens/s over"
             f" vLLM's, and its median time per output token over vLLM's, per number of clients; {same} of {compared}"
-            " answers the same text from both",
+            " answers the same text from both"
+            + (
+                "; both proposing tokens looked up in the conversation (the fork's prompt lookup, vLLM's n-gram"
+                " proposer)"
+                if results["machine"].get("lookup")
+                else ""
+            ),
             "; ".join(cells),
             f"`{results['machine']['command']}`",
             machine_of(results),
@@ -322,7 +328,7 @@ def vllm_bench_rows() -> list[tuple[str, ...]]:
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
     rows = onednn_rows() + prompt_lookup_rows() + held_out_rows() + draft_head_rows() + draft_model_rows()
-    rows += serve_batching_rows() + kv_memory_rows() + vllm_bench_rows()
+    rows += serve_batching_rows() + kv_memory_rows() + vllm_bench_rows() + vllm_bench_rows("vllm_bench_lookup")
     for row in rows + engine_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
