@@ -140,15 +140,24 @@ def test_requests_wait_for_kv_cache_memory_and_one_that_can_never_fit_gets_a_400
     # each may hold its prompt, 24 new tokens and the 16 tokens a round may propose: more than 40 tokens
     jobs = [(PROMPTS[i % 3], i % 2 == 0, {"temperature": 0, "max_tokens": 24}) for i in range(4)]
     expected = [answer(servers["one at a time"], job) for job in jobs]
-    seen, done = [], threading.Event()
+    seen, done, watching_started = [], threading.Event(), threading.Event()
+    together = threading.Barrier(len(jobs), timeout=60)
 
     def watch():
         while not done.is_set():
             seen.append(metrics(server))
+            watching_started.set()
+
+    def send(job):
+        # once /metrics is watched, all four at once (on a loaded machine, one could otherwise be answered before the
+        # next is sent, and none would wait)
+        assert watching_started.wait(60)
+        together.wait()
+        return answer(server, job)
 
     with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
         watching = pool.submit(watch)
-        assert list(pool.map(lambda job: answer(server, job), jobs)) == expected
+        assert list(pool.map(send, jobs)) == expected
         done.set()
         watching.result()
     assert max(m["litgpt:num_requests_waiting"] for m in seen) >= 1
