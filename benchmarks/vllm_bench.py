@@ -153,16 +153,16 @@ def same_answers(runs: list[dict], concurrency: int) -> tuple[int, int]:
 
 
 def markdown(runs: list[dict], meta: dict) -> str:
+    dtype = meta.get("dtype", "float32")  # results of before `--dtype` were float32's
     lines = [
         "# `vllm bench serve`: litgpt serve (the fork) against vllm serve, same weights, this CPU",
         "",
         f"`{meta['command']}` on {meta['date']}: ShareGPT prompts ({meta['prompts']}) per run, streamed chat"
-        f" completions, {meta.get('dtype', 'float32')}, {meta['threads']} threads; the median of"
+        f" completions, {dtype}, {meta['threads']} threads; the median of"
         f" {meta['repeats']} repeats (their range).",
         "",
         "The same seed samples the same prompts for both servers in a run: `equal` counts the answers that are the",
-        f"same text from both (greedy, {meta.get('dtype', 'float32')}; rows of different lengths share a batch in"
-        " both).",
+        f"same text from both (greedy, {dtype}; rows of different lengths share a batch in both).",
         "",
     ]
     if meta.get("lookup"):

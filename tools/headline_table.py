@@ -310,8 +310,8 @@ def vllm_bench_rows(name: str = "vllm_bench") -> list[tuple[str, ...]]:
     return [
         (
             "`vllm bench serve` (ShareGPT conversations, streamed, greedy) against `litgpt serve --openai_spec true"
-            f" --max_batch_size 16` and `vllm serve` on the same {results['machine'].get('dtype', 'float32')} weights:"
-            " the fork's output tokens/s over"
+            " --max_batch_size 16` and `vllm serve` on the same weights, in"
+            f" {results['machine'].get('dtype', 'float32')}: the fork's output tokens/s over"
             f" vLLM's, and its median time per output token over vLLM's, per number of clients; {same} of {compared}"
             " answers the same text from both"
             + (
