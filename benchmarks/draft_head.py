@@ -8,7 +8,9 @@ SmolLM2-135M-Instruct (tools/smollm2.py), float32, up to 128 new tokens, the eig
 (written by people) and `--sharegpt` first turns of ShareGPT's held-back split (the head trains on texts of its
 training split). Cases, interleaved and paired repeat by
 repeat (the order of the two variants alternates): each prompt alone through `LLM.generate(prompt)` with and without
-`draft_model=LLM.load(head)` (`speculative_k="auto"`, the default with a head), greedy and at temperature 0.7; and
+`draft_model=LLM.load(head)` (`speculative_k="auto"`, the default with a head), greedy and at temperature 0.7 (then
+the tokens/s after the first token, streamed: sampled answers differ in length, and the prefill would weigh more in a
+short one's); and
 the prompts as a list of 4 and of 8 through `LLM.generate(prompts)` (greedy). Greedy answers must equal the target
 alone's. Also: the rounds' accepted tokens per draft position (how often the j-th drafted token was accepted, from the
 rounds that drafted at least j), the mean tokens per round that drafted, and the seconds of one step of the head and of
@@ -52,9 +54,24 @@ def record_rounds(llm: LLM) -> None:
 
 
 def generate(llm: LLM, head: LLM | None, prompts: str | list[str], new_tokens: int, temperature: float):
-    """The answer(s) and the tokens per second of one call."""
+    """The answer(s) and the tokens per second of one call. Sampling one prompt, of the tokens after the first (the
+    answer streamed): answers sampled with and without the head differ in length, and a short one spends more of its
+    time in the prefill, which would weigh in its tokens per second."""
+    kwargs = dict(max_new_tokens=new_tokens, temperature=temperature, draft_model=head)
     start = time.perf_counter()
-    answers = llm.generate(prompts, max_new_tokens=new_tokens, temperature=temperature, draft_model=head)
+    if temperature > 0 and isinstance(prompts, str):
+        pieces = []
+        for piece in llm.generate(prompts, stream=True, **kwargs):
+            if not pieces:
+                first = time.perf_counter()
+            pieces.append(piece)
+        seconds = time.perf_counter() - first
+        answers = "".join(pieces)
+        tokens = len(llm.preprocessor.encode(answers)) - 1
+        if tokens > 0 and seconds > 0:
+            return answers, tokens / seconds
+        return answers, (tokens + 1) / (time.perf_counter() - start)
+    answers = llm.generate(prompts, **kwargs)
     seconds = time.perf_counter() - start
     texts = answers if isinstance(answers, list) else [answers]
     tokens = sum(len(llm.preprocessor.encode(text)) for text in texts)
@@ -241,6 +258,9 @@ def markdown(results: dict) -> str:
         f"# A trained draft head against the target alone ({machine['date']}, {machine['threads']} threads)",
         "",
         f"`{machine['command']}`",
+        "",
+        "Sampled at temperature 0.7, the answers with and without the head differ in length: their tokens/s are"
+        " those after the first token (streamed), without the prefill's time.",
         "",
         "| case | tokens/s with the head over alone, paired: median (quartiles) | alone, tokens/s |",
         "|---|---|---|",
