@@ -60,17 +60,15 @@ def generate(llm: LLM, head: LLM | None, prompts: str | list[str], new_tokens: i
     kwargs = dict(max_new_tokens=new_tokens, temperature=temperature, draft_model=head)
     start = time.perf_counter()
     if temperature > 0 and isinstance(prompts, str):
-        pieces = []
+        first, pieces = None, []
         for piece in llm.generate(prompts, stream=True, **kwargs):
-            if not pieces:
-                first = time.perf_counter()
+            first = first or time.perf_counter()
             pieces.append(piece)
-        seconds = time.perf_counter() - first
         answers = "".join(pieces)
-        tokens = len(llm.preprocessor.encode(answers)) - 1
-        if tokens > 0 and seconds > 0:
-            return answers, tokens / seconds
-        return answers, (tokens + 1) / (time.perf_counter() - start)
+        tokens = len(llm.preprocessor.encode(answers))
+        if tokens > 1:
+            return answers, (tokens - 1) / (time.perf_counter() - first)
+        return answers, tokens / (time.perf_counter() - start)
     answers = llm.generate(prompts, **kwargs)
     seconds = time.perf_counter() - start
     texts = answers if isinstance(answers, list) else [answers]
