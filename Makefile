@@ -22,6 +22,8 @@ MODELS := build/smollm2/SmolLM2-135M-Instruct-first4/lit_model.pth build/demo/ze
 # two workers, a test module each at a time (its servers and models are made once), one thread each: two workers
 # fill the two cores, and more threads than cores cost a third more time; see README.md for the time it takes
 PARALLEL ?= -n 2 --dist loadfile
+# the slowest tests listed at the end: where a CI run's time goes
+DURATIONS := --durations=20
 # the longest modules first (pytest collects a module once), so that no worker starts one while the other ends
 LONGEST_FIRST := $(addprefix tests/,test_real_model.py test_benchmark_serve_smoke.py test_real_model_speculative.py \
 	test_benchmark_smoke.py test_serving_real_model.py test_demo.py test_serving_hostile.py test_serving_openai_api.py) \
@@ -31,7 +33,7 @@ LONGEST_FIRST := $(addprefix tests/,test_real_model.py test_benchmark_serve_smok
 
 # All tests: the fork's own (tests/) and upstream's patched test modules, against the installed litgpt.
 test: $(TREE) $(MODELS)
-	OMP_NUM_THREADS=1 $(PYTHON) -m pytest $(PARALLEL) $(LONGEST_FIRST) tests $(UPSTREAM_TESTS) $(UPSTREAM_OFFLINE)
+	OMP_NUM_THREADS=1 $(PYTHON) -m pytest $(PARALLEL) $(DURATIONS) $(LONGEST_FIRST) tests $(UPSTREAM_TESTS) $(UPSTREAM_OFFLINE)
 
 # Upstream's test modules alone, in $(TREE) (against the litgpt that PYTHONPATH or the installed package gives).
 upstream-tests: $(TREE)
