@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
-from .test_benchmark_smoke import run
+from benchmarks import lookup_workload, serve
+
+from .test_benchmark_smoke import run, run_in_process
 
 
-def test_serve_benchmark_quick_writes_table_and_json(tmp_path):
+def test_serve_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
     run("serve.py", "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "serve.json").read_text())
     served = [r for r in results["records"] if r["server"] in ("alone", "lookup")]
@@ -24,7 +26,7 @@ def test_serve_benchmark_quick_writes_table_and_json(tmp_path):
     assert "litgpt:spec_decode_num_drafts_total" in md and "At 4 clients, per batch of 4 requests" in md
 
     (tmp_path / "serve.md").unlink()
-    run("serve.py", "--report", "--out", str(tmp_path))
+    run_in_process(monkeypatch, serve, "--report", "--out", str(tmp_path))
     assert (tmp_path / "serve.md").read_text() == md
 
 
@@ -64,7 +66,7 @@ def test_serve_benchmark_compares_a_draft_beside_lookup(tmp_path):
     assert "spec_decode_num_draft_tokens_total" in md
 
 
-def test_lookup_workload_benchmark_through_the_server_quick(tmp_path):
+def test_lookup_workload_benchmark_through_the_server_quick(tmp_path, monkeypatch):
     run("lookup_workload.py", "--quick", "--server", "--out", str(tmp_path))
     results = json.loads((tmp_path / "lookup_workload_serve.json").read_text())
     records = results["records"]
@@ -82,5 +84,5 @@ def test_lookup_workload_benchmark_through_the_server_quick(tmp_path):
     assert "litgpt serve" in md and "## unrelated requests" in md and "| **no** |" not in md
 
     (tmp_path / "lookup_workload_serve.md").unlink()
-    run("lookup_workload.py", "--server", "--report", "--out", str(tmp_path))
+    run_in_process(monkeypatch, lookup_workload, "--server", "--report", "--out", str(tmp_path))
     assert (tmp_path / "lookup_workload_serve.md").read_text() == md

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmarks import batch_generate, report
+from benchmarks import batch_generate, lookup_workload, report
 
 from .conftest import ROOT
 
@@ -21,7 +21,14 @@ def run(script: str, *args: str) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path):
+def run_in_process(monkeypatch, module, *args: str) -> None:
+    """A benchmark's `main` on a command line of `args`, in the test's process: for its `--report` runs, which only
+    read its .json, and would otherwise pay a new interpreter's imports of litgpt (10-15 s) to write a table."""
+    monkeypatch.setattr(sys, "argv", [module.__file__, *args])
+    assert module.main() in (0, None)
+
+
+def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path, monkeypatch):
     run("speculative_speed.py", "--quick", "--out", str(tmp_path))
 
     results = json.loads((tmp_path / "results.json").read_text())
@@ -43,7 +50,7 @@ def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path):
 
     # the report is written again from results.json alone
     (tmp_path / "results.md").unlink()
-    run("report.py", str(tmp_path))
+    run_in_process(monkeypatch, report, str(tmp_path))
     assert (tmp_path / "results.md").read_text() == md
 
 
@@ -90,7 +97,7 @@ def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path):
     assert "| lookup / target alone |" in md and "## The demo's Zen pair" in md
 
 
-def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path):
+def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
     run("lookup_workload.py", "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "lookup_workload.json").read_text())
     # two requests of a repetitive workload and of the unrelated ones, each three ways
@@ -110,7 +117,7 @@ def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path):
     assert "## JSON records" in md and "## unrelated requests" in md and "| **no** |" not in md
 
     (tmp_path / "lookup_workload.md").unlink()
-    run("lookup_workload.py", "--report", "--out", str(tmp_path))
+    run_in_process(monkeypatch, lookup_workload, "--report", "--out", str(tmp_path))
     assert (tmp_path / "lookup_workload.md").read_text() == md
 
 
