@@ -140,6 +140,7 @@ def test_logprobs_are_the_models_own_with_and_without_speculative_decoding(serve
 
 
 def test_n_samples_of_one_prompt(servers):
+    seeded = {}
     for name in ("plain", "speculative"):
         greedy = chat(servers[name], PROMPTS[1], max_tokens=8)
         both = chat(servers[name], PROMPTS[1], max_tokens=8, n=2)
@@ -152,6 +153,7 @@ def test_n_samples_of_one_prompt(servers):
         assert len(set(texts)) > 1  # each choice samples with its own random numbers
         again = chat(servers[name], PROMPTS[1], max_tokens=8, n=3, temperature=1.5, seed=7)
         assert [choice.message.content for choice in again.choices] == texts
+        seeded[name] = texts
 
         chunks = list(chat(servers[name], PROMPTS[1], max_tokens=8, n=3, temperature=1.5, seed=7, stream=True))
         streamed = [
@@ -159,6 +161,8 @@ def test_n_samples_of_one_prompt(servers):
         ]
         assert streamed == texts
         assert [choice.finish_reason for choice in chunks[-1].choices] == ["length"] * 3
+    # a seed draws the same sample whatever was proposed: with prompt lookup (over earlier answers too) and a draft
+    assert seeded["speculative"] == seeded["plain"]
 
 
 def test_max_tokens_up_to_the_context_unless_the_operator_limits_it(servers):
