@@ -7,11 +7,11 @@ import json
 
 from benchmarks import lookup_workload, serve
 
-from .test_benchmark_smoke import run, run_in_process
+from .test_benchmark_smoke import run
 
 
 def test_serve_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
-    run("serve.py", "--quick", "--out", str(tmp_path))
+    run(monkeypatch, serve, "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "serve.json").read_text())
     served = [r for r in results["records"] if r["server"] in ("alone", "lookup")]
     api = [r for r in results["records"] if r["server"] in ("api alone", "api lookup")]
@@ -26,13 +26,14 @@ def test_serve_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
     assert "litgpt:spec_decode_num_drafts_total" in md and "At 4 clients, per batch of 4 requests" in md
 
     (tmp_path / "serve.md").unlink()
-    run_in_process(monkeypatch, serve, "--report", "--out", str(tmp_path))
+    run(monkeypatch, serve, "--report", "--out", str(tmp_path))
     assert (tmp_path / "serve.md").read_text() == md
 
 
-def test_serve_benchmark_compares_batching(tmp_path):
+def test_serve_benchmark_compares_batching(tmp_path, monkeypatch):
     run(
-        "serve.py",
+        monkeypatch,
+        serve,
         "--compare",
         "batching",
         "--max-batch-size",
@@ -55,8 +56,20 @@ def test_serve_benchmark_compares_batching(tmp_path):
     assert "litgpt:num_requests_running" in md
 
 
-def test_serve_benchmark_compares_a_draft_beside_lookup(tmp_path):
-    run("serve.py", "--compare", "draft", "--max-batch-size", "2", "--quick", "--clients", "1", "--out", str(tmp_path))
+def test_serve_benchmark_compares_a_draft_beside_lookup(tmp_path, monkeypatch):
+    run(
+        monkeypatch,
+        serve,
+        "--compare",
+        "draft",
+        "--max-batch-size",
+        "2",
+        "--quick",
+        "--clients",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
     results = json.loads((tmp_path / "serve.json").read_text())
     assert {r["server"] for r in results["records"]} == {"lookup", "lookup + draft"}
     md = (tmp_path / "serve.md").read_text()
@@ -67,7 +80,7 @@ def test_serve_benchmark_compares_a_draft_beside_lookup(tmp_path):
 
 
 def test_lookup_workload_benchmark_through_the_server_quick(tmp_path, monkeypatch):
-    run("lookup_workload.py", "--quick", "--server", "--out", str(tmp_path))
+    run(monkeypatch, lookup_workload, "--quick", "--server", "--out", str(tmp_path))
     results = json.loads((tmp_path / "lookup_workload_serve.json").read_text())
     records = results["records"]
     assert [(r["workload"], r["index"]) for r in records[::3]] == [
@@ -84,5 +97,5 @@ def test_lookup_workload_benchmark_through_the_server_quick(tmp_path, monkeypatc
     assert "litgpt serve" in md and "## unrelated requests" in md and "| **no** |" not in md
 
     (tmp_path / "lookup_workload_serve.md").unlink()
-    run_in_process(monkeypatch, lookup_workload, "--server", "--report", "--out", str(tmp_path))
+    run(monkeypatch, lookup_workload, "--server", "--report", "--out", str(tmp_path))
     assert (tmp_path / "lookup_workload_serve.md").read_text() == md

@@ -5,31 +5,38 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 
 import pytest
+import torch
 
-from benchmarks import batch_generate, lookup_workload, report
+from benchmarks import (
+    batch_generate,
+    draft_head,
+    greedy_precision,
+    kv_layout,
+    lookup_workload,
+    prompt_lookup,
+    report,
+    speculative_speed,
+)
 
-from .conftest import ROOT
 
-
-def run(script: str, *args: str) -> None:
-    cmd = [sys.executable, "-m", f"benchmarks.{script.removesuffix('.py')}", *args]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-def run_in_process(monkeypatch, module, *args: str) -> None:
-    """A benchmark's `main` on a command line of `args`, in the test's process: for its `--report` runs, which only
-    read its .json, and would otherwise pay a new interpreter's imports of litgpt (10-15 s) to write a table."""
+def run(monkeypatch, module, *args: str) -> None:
+    """A benchmark's `main` on the command line `python -m benchmarks.<module> *args`, in the test's process: a new
+    interpreter would pay its imports of litgpt (9-15 s) again. The torch threads it sets are restored after it."""
+    threads = torch.get_num_threads()
     monkeypatch.setattr(sys, "argv", [module.__file__, *args])
-    assert module.main() in (0, None)
+    try:
+        assert module.main() in (0, None)
+    except SystemExit as exit:  # a benchmark's check that failed
+        pytest.fail(f"{module.__name__} exited: {exit}")
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path, monkeypatch):
-    run("speculative_speed.py", "--quick", "--out", str(tmp_path))
+    run(monkeypatch, speculative_speed, "--quick", "--out", str(tmp_path))
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert [pair["noise"] for pair in results["pairs"]] == [0.0, 0.05]
@@ -50,7 +57,7 @@ def test_speed_benchmark_quick_writes_table_json_and_plot(tmp_path, monkeypatch)
 
     # the report is written again from results.json alone
     (tmp_path / "results.md").unlink()
-    run_in_process(monkeypatch, report, str(tmp_path))
+    run(monkeypatch, report, str(tmp_path))
     assert (tmp_path / "results.md").read_text() == md
 
 
@@ -69,8 +76,8 @@ def test_paired_ratio_keeps_out_a_repeat_that_was_slow_for_every_choice():
     assert report.held_out_best(pair) == 2.0
 
 
-def test_precision_benchmark_quick_writes_table(tmp_path):
-    run("greedy_precision.py", "--quick", "--new-tokens", "8", "--out", str(tmp_path))
+def test_precision_benchmark_quick_writes_table(tmp_path, monkeypatch):
+    run(monkeypatch, greedy_precision, "--quick", "--new-tokens", "8", "--out", str(tmp_path))
 
     rows = json.loads((tmp_path / "precision.json").read_text())["rows"]
     assert {row["dtype"] for row in rows} == {"float32", "bfloat16"}
@@ -79,8 +86,8 @@ def test_precision_benchmark_quick_writes_table(tmp_path):
     assert "| pair | dtype | identical |" in (tmp_path / "precision.md").read_text()
 
 
-def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path):
-    run("prompt_lookup.py", "--quick", "--out", str(tmp_path))
+def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
+    run(monkeypatch, prompt_lookup, "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "prompt_lookup.json").read_text())
     assert set(results["kinds"].values()) == {"copy", "open"}
     for task in results["real"].values():
@@ -98,7 +105,7 @@ def test_prompt_lookup_benchmark_quick_writes_table_and_json(tmp_path):
 
 
 def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
-    run("lookup_workload.py", "--quick", "--out", str(tmp_path))
+    run(monkeypatch, lookup_workload, "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "lookup_workload.json").read_text())
     # two requests of a repetitive workload and of the unrelated ones, each three ways
     assert [(r["workload"], r["index"]) for r in results["records"][::3]] == [
@@ -117,12 +124,12 @@ def test_lookup_workload_benchmark_quick_writes_table_and_json(tmp_path, monkeyp
     assert "## JSON records" in md and "## unrelated requests" in md and "| **no** |" not in md
 
     (tmp_path / "lookup_workload.md").unlink()
-    run_in_process(monkeypatch, lookup_workload, "--report", "--out", str(tmp_path))
+    run(monkeypatch, lookup_workload, "--report", "--out", str(tmp_path))
     assert (tmp_path / "lookup_workload.md").read_text() == md
 
 
-def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
-    run("batch_generate.py", "--quick", "--out", str(tmp_path))
+def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
+    run(monkeypatch, batch_generate, "--quick", "--out", str(tmp_path))
     results = json.loads((tmp_path / "batch_generate.json").read_text())
     (record,) = results["records"]
     assert set(record["seconds"]) == set(batch_generate.VARIANTS) and len(batch_generate.VARIANTS) == 7
@@ -137,11 +144,10 @@ def test_batch_generate_benchmark_quick_writes_table_and_json(tmp_path):
     assert "Rounds in which the draft model drafted, per repeat: loop + draft " in md
 
 
-def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path):
+def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch):
     """On an untrained head of a tiny target (the benchmark's figures come from SmolLM2 and a trained head)."""
     import shutil
 
-    import torch
     from litgpt import Config
     from litgpt.generate.draft_head import DraftHead
 
@@ -154,8 +160,11 @@ def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path):
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(target / name, head_dir)
     run(
-        "draft_head.py",
+        monkeypatch,
+        draft_head,
         "--quick",
+        "--threads",
+        "1",
         "--target",
         str(target),
         "--head",
@@ -171,8 +180,22 @@ def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path):
     assert "One prompt, greedy: median" in md and "One step (one token per row)" in md
 
 
-def test_kv_layout_benchmark_writes_table_and_json(tmp_path):
-    run("kv_layout.py", "--repeats", "1", "--rows", "2", "--lengths", "20", "40", "--out", str(tmp_path))
+def test_kv_layout_benchmark_writes_table_and_json(tmp_path, monkeypatch):
+    run(
+        monkeypatch,
+        kv_layout,
+        "--threads",
+        "1",
+        "--repeats",
+        "1",
+        "--rows",
+        "2",
+        "--lengths",
+        "20",
+        "40",
+        "--out",
+        str(tmp_path),
+    )
     results = json.loads((tmp_path / "kv_layout.json").read_text())
     assert results["lengths"] == [20, 40]
     assert set(results["seconds"]) == {"model round", "dense attention", "paged attention", "dense grow by a chunk"}
