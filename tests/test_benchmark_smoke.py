@@ -24,11 +24,13 @@ from benchmarks import (
 
 def run(monkeypatch, module, *args: str) -> None:
     """A benchmark's `main` on the command line `python -m benchmarks.<module> *args`, in the test's process: a new
-    interpreter would pay its imports of litgpt (9-15 s) again. The torch threads it sets are restored after it."""
+    interpreter would pay its imports of litgpt (9-15 s) again. The torch threads it sets and the random state it seeds
+    are restored after it, as a process of its own would leave them."""
     threads = torch.get_num_threads()
     monkeypatch.setattr(sys, "argv", [module.__file__, *args])
     try:
-        assert module.main() in (0, None)
+        with torch.random.fork_rng():
+            assert module.main() in (0, None)
     except SystemExit as exit:  # a benchmark's check that failed
         pytest.fail(f"{module.__name__} exited: {exit}")
     finally:
