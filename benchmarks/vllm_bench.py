@@ -113,8 +113,9 @@ def vllm_server(vllm: list[str], tokenizer: Path, threads: int, log_path: Path, 
 
 
 @contextlib.contextmanager
-def fork_server(max_batch_size: int, log_path: Path, lookup: bool, dtype: str):
+def fork_server(max_batch_size: int, log_path: Path, lookup: bool, dtype: str, compile: bool = False):
     options = ["--prompt_lookup", "true"] if lookup else []
+    options += ["--compile", "true"] if compile else []
     precision = {"float32": "32-true", "bfloat16": "bf16-true"}[dtype]
     options += ["--openai_spec", "true", "--accelerator", "cpu", "--precision", precision, "--host", "127.0.0.1"]
     options += ["--max_batch_size", str(max_batch_size), "--timeout", "3600"]
@@ -170,6 +171,8 @@ def markdown(runs: list[dict], meta: dict) -> str:
             f"Both propose tokens looked up in the text: the fork's prompt lookup, vLLM's n-gram proposer ({NGRAM}).",
             "",
         ]
+    if meta.get("compile"):
+        lines += ["The fork's server compiles its rounds (`litgpt serve --compile true`).", ""]
     lines += [
         "| clients | server | output tokens/s | TTFT mean / median / p99, ms | TPOT mean / median / p99, ms | equal |",
         "|---|---|---|---|---|---|",
@@ -204,6 +207,7 @@ def main() -> None:
     parser.add_argument("--servers", nargs="+", default=["vllm", "fork"], choices=["vllm", "fork"])
     parser.add_argument("--lookup", action="store_true", help="both servers propose tokens looked up in the text")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="of both servers' weights")
+    parser.add_argument("--compile", action="store_true", help="the fork's server with --compile true")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "vllm_bench")
     args = parser.parse_args()
     vllm = [args.vllm_python, "-c", VLLM_CLI]
@@ -216,13 +220,14 @@ def main() -> None:
         order = args.servers if repeat % 2 == 0 else args.servers[::-1]
         for name in order:
             label = name + ("_lookup" if args.lookup else "") + ("" if args.dtype == "float32" else f"_{args.dtype}")
+            label += "_compiled" if name == "fork" and args.compile else ""
             log = ROOT / "build" / "vllm_bench_logs" / f"{label}_{repeat}.log"  # the servers' logs
             log.parent.mkdir(parents=True, exist_ok=True)
             started = time.time()
             with (
                 vllm_server(vllm, tokenizer, args.threads, log, args.lookup, args.dtype)
                 if name == "vllm"
-                else fork_server(16, log, args.lookup, args.dtype)
+                else fork_server(16, log, args.lookup, args.dtype, args.compile)
             ) as server:
                 requests.get(f"{server.url}/v1/models", timeout=30).raise_for_status()
                 for concurrency in args.concurrency:
@@ -238,7 +243,8 @@ def main() -> None:
             print(f"{name} repeat {repeat}: {time.time() - started:.0f} s", flush=True)
     meta = {"command": command_line(), "date": time.strftime("%Y-%m-%d"), "threads": args.threads, "device": "cpu",
             "repeats": args.repeats, "prompts": f"{args.prompts_per_client} per client, at least {args.min_prompts}",
-            "concurrency": args.concurrency, "lookup": args.lookup, "dtype": args.dtype}  # fmt: skip
+            "concurrency": args.concurrency, "lookup": args.lookup, "dtype": args.dtype,
+            "compile": args.compile}  # fmt: skip
     (args.out / "vllm_bench.json").write_text(json.dumps({"machine": meta, "runs": runs}, indent=1))
     (args.out / "vllm_bench.md").write_text(markdown(runs, meta))
     print(markdown(runs, meta))

@@ -40,6 +40,7 @@ def servers(tmp_path_factory):
         "batched lookup": [*OPENAI, *BATCH, "--prompt_lookup", "true"],
         "batched draft": [*OPENAI, *BATCH, "--draft_model", str(draft), "--speculative_k", "auto"],
         "batched lookup draft": [*OPENAI, *BATCH, "--prompt_lookup", "true", "--draft_model", str(draft)],
+        "batched lookup compiled": [*OPENAI, *BATCH, "--prompt_lookup", "true", "--compile", "true"],
         "predict": [*COMMON, "--temperature", "0"],
         "predict batched": [*COMMON, "--temperature", "0", *BATCH],
         "stream batched": [*COMMON, "--temperature", "0", "--stream", "true", *BATCH],
@@ -67,7 +68,9 @@ def answer(server, job: tuple[str, bool, dict]) -> tuple[str, str]:
     return response.choices[0].message.content, response.choices[0].finish_reason
 
 
-@pytest.mark.parametrize("name", ["batched", "batched lookup", "batched draft", "batched lookup draft"])
+@pytest.mark.parametrize(
+    "name", ["batched", "batched lookup", "batched draft", "batched lookup draft", "batched lookup compiled"]
+)
 def test_eight_concurrent_clients_with_mixed_streaming_each_get_their_own_answer(servers, name):
     first = answer(servers["one at a time"], (PROMPTS[1], False, {"temperature": 0}))[0]
     fields = [
@@ -85,6 +88,7 @@ def test_eight_concurrent_clients_with_mixed_streaming_each_get_their_own_answer
     assert after["litgpt:num_requests_running"] == after["litgpt:num_requests_waiting"] == 0
     assert sum(value for key, value in after.items() if key.startswith("litgpt:request_success_total")) >= 8
     assert "Continuous batching: up to 4 requests at once, of up to 128 tokens each" in servers[name].log()
+    assert ("Compiled the model's rounds in" in servers[name].log()) == name.endswith("compiled")
 
 
 def test_a_seeded_sample_is_the_same_among_other_requests(servers):
