@@ -2,7 +2,8 @@
 (LitServe's continuous batching loop), against a server that answers one request at a time, on tiny checkpoints.
 
 At temperature 0 each client gets the answer it gets alone, whatever else is in the batch, in all three modes
-(`/predict`, `--stream true`, `--openai_spec true`), with prompt lookup, a draft model or both; a seeded sample is
+(`/predict`, `--stream true`, `--openai_spec true`), with prompt lookup, a draft model or both, or compiled
+(`--compile true`: the rounds compiled before the server is healthy, the answers the same); a seeded sample is
 the same among other requests; a client that goes away frees its row; bad requests get their 4xx as without batching.
 The real model's batched servers are in test_serving_real_model.py.
 """
