@@ -327,11 +327,40 @@ def vllm_bench_rows(name: str = "vllm_bench") -> list[tuple[str, ...]]:
     ]
 
 
+def vllm_bench_compiled_rows() -> list[tuple[str, ...]]:
+    """`litgpt serve --compile true` over the same server uncompiled (runs of the fork alone), and over vLLM's run."""
+    compiled, uncompiled = load("vllm_bench_compiled/vllm_bench.json"), load("vllm_bench_uncompiled/vllm_bench.json")
+    vllm = load("vllm_bench_compile_before_fix/vllm_bench.json")
+
+    def of(results: dict, server: str, concurrency: int) -> dict:
+        return next(run for run in results["runs"] if run["server"] == server and run["concurrency"] == concurrency)
+
+    cells, same, compared = [], 0, 0
+    for concurrency in compiled["machine"]["concurrency"]:
+        run, before = of(compiled, "fork", concurrency), of(uncompiled, "fork", concurrency)
+        same += sum(a == b for a, b in zip(run["texts"], before["texts"]))
+        compared += len(run["texts"])
+        speed = run["output_throughput"] / before["output_throughput"]
+        over_vllm = run["output_throughput"] / of(vllm, "vllm", concurrency)["output_throughput"]
+        cells.append(f"{concurrency}: **{speed:.2f}×** ({over_vllm:.2f}× vLLM)")
+    return [
+        (
+            "`vllm bench serve` (as above, float32) against `litgpt serve --openai_spec true --max_batch_size 16"
+            " --compile true` over the same server uncompiled, output tokens/s per number of clients, one run each;"
+            f" {same} of {compared} answers the same; and over vLLM's run of the same day",
+            "; ".join(cells),
+            f"`{compiled['machine']['command']}`; without `--compile`: `{uncompiled['machine']['command']}`; vLLM:"
+            f" `{vllm['machine']['command']}`",
+            machine_of(compiled),
+        )
+    ]
+
+
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
     rows = onednn_rows() + prompt_lookup_rows() + held_out_rows() + draft_head_rows() + draft_model_rows()
     rows += serve_batching_rows() + kv_memory_rows() + vllm_bench_rows() + vllm_bench_rows("vllm_bench_lookup")
-    rows += vllm_bench_rows("vllm_bench_bf16")
+    rows += vllm_bench_rows("vllm_bench_bf16") + vllm_bench_compiled_rows()
     for row in rows + engine_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
