@@ -310,7 +310,8 @@ def vllm_bench_rows(name: str = "vllm_bench") -> list[tuple[str, ...]]:
     return [
         (
             "`vllm bench serve` (ShareGPT conversations, streamed, greedy) against `litgpt serve --openai_spec true"
-            " --max_batch_size 16` and `vllm serve` on the same weights, in"
+            f" --max_batch_size 16{' --compile true' if results['machine'].get('compile') else ''}` and `vllm serve` on"
+            " the same weights, in"
             f" {results['machine'].get('dtype', 'float32')}: the fork's output tokens/s over"
             f" vLLM's, and its median time per output token over vLLM's, per number of clients; {same} of {compared}"
             " answers the same text from both"
@@ -361,6 +362,7 @@ def table() -> str:
     rows = onednn_rows() + prompt_lookup_rows() + held_out_rows() + draft_head_rows() + draft_model_rows()
     rows += serve_batching_rows() + kv_memory_rows() + vllm_bench_rows() + vllm_bench_rows("vllm_bench_lookup")
     rows += vllm_bench_rows("vllm_bench_bf16") + vllm_bench_compiled_rows()
+    rows += vllm_bench_rows("vllm_bench_lookup_compiled")
     for row in rows + engine_rows() + precision_rows():
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
