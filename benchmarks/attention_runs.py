@@ -60,7 +60,7 @@ def forward_ms(model, idx: torch.Tensor, input_pos: torch.Tensor) -> tuple[float
 
 @torch.inference_mode()
 def compare(model, sizes: list[tuple[int, int]], rows: int, batches: int, repeats: int, rng: random.Random) -> dict:
-    cases = [[p + rng.randint(0, a) for p, a in rng.sample(sizes, rows)] for _ in range(batches)]
+    cases = batches_of_positions(sizes, rows, batches, rng)
     runs = litgpt_model.attention_runs
     ratios, times, same = [], {"runs": [], "longest": []}, 0
     for _ in range(repeats):
@@ -108,14 +108,24 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[4, 8, 16])
+def arguments(description: str, rows: list[int], out: str) -> argparse.Namespace:
+    """The options of a benchmark of batches of rows at ShareGPT positions (this one's and `decode_attention`'s)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rows", type=int, nargs="+", default=rows)
     parser.add_argument("--batches", type=int, default=4, help="batches of positions per number of rows")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "attention_runs")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / out)
+    return parser.parse_args()
+
+
+def batches_of_positions(sizes: list[tuple[int, int]], rows: int, batches: int, rng: random.Random) -> list[list[int]]:
+    """`batches` batches of `rows` positions: conversations' prompts plus a uniform draw of their answers' tokens."""
+    return [[p + rng.randint(0, a) for p, a in rng.sample(sizes, rows)] for _ in range(batches)]
+
+
+def main() -> int:
+    args = arguments(__doc__.split("\n\n")[0], [4, 8, 16], "attention_runs")
     args.new_tokens = None  # one forward pass
     torch.set_num_threads(args.threads)
     llm = LLM.load(str(smollm2.make_checkpoint(ROOT / "build" / "smollm2")), distribute=None)

@@ -1,5 +1,5 @@
 """One layer's attention in a decoding round of a server's batch, as the engine computes it (SDPA in runs of rows of
-similar lengths, `litgpt.model.attention_runs`) against FlexAttention over each row's own keys (compiled, a block mask
+similar lengths, `litgpt.model.attend_in_runs`) against FlexAttention over each row's own keys (compiled, a block mask
 of each row's length): the probe for attention over each row's own length.
 
     python -m benchmarks.decode_attention [--rows 8 12 16] [--batches 4] [--repeats 3] [--threads 2] [--out DIR]
@@ -14,7 +14,6 @@ block mask, which the layers of a round would share, is timed apart. FlexAttenti
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -22,10 +21,10 @@ from pathlib import Path
 
 import torch
 from litgpt import LLM
-from litgpt.model import attend, attention_runs
+from litgpt.model import attend, attend_in_runs
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
-from benchmarks.attention_runs import conversations
+from benchmarks.attention_runs import arguments, batches_of_positions, conversations
 from benchmarks.report import run_machine, write_results
 from tools import smollm2
 
@@ -45,12 +44,6 @@ def block_mask(input_pos: torch.Tensor, length: int) -> BlockMask:
     return BlockMask.from_kv_blocks(blocks, indices, BLOCK_SIZE=BLOCK, mask_mod=mask_mod, seq_lengths=(tokens, length))
 
 
-def sdpa_in_runs(q, k, v, mask, last, scale: float) -> torch.Tensor:
-    """SDPA in runs of rows of similar lengths, each run to the keys of its longest row."""
-    runs = attention_runs(tuple(last.tolist()))
-    return torch.cat([attend(q[a:b], k[a:b, :, :n], v[a:b, :, :n], mask[a:b, ..., :n], scale) for a, b, n in runs])
-
-
 def median_ms(fn, calls: int = 20) -> float:
     for _ in range(3):
         fn()
@@ -63,7 +56,7 @@ def median_ms(fn, calls: int = 20) -> float:
 
 
 def compare(flex, sizes: list[tuple[int, int]], rows: int, batches: int, repeats: int, rng: random.Random) -> dict:
-    cases = [[p + rng.randint(0, a) for p, a in rng.sample(sizes, rows)] for _ in range(batches)]
+    cases = batches_of_positions(sizes, rows, batches, rng)
     scale = HEAD_SIZE**-0.5
     times = {"runs": [], "longest": [], "flex": [], "block mask": [], "read": []}
     ratios, largest_difference = [], 0.0
@@ -75,7 +68,7 @@ def compare(flex, sizes: list[tuple[int, int]], rows: int, batches: int, repeats
             last = input_pos[:, 0]
             mask = torch.arange(CACHE).view(1, 1, 1, -1) <= input_pos.view(rows, 1, 1, 1)
             longest = int(last.max()) + 1
-            runs = median_ms(lambda: sdpa_in_runs(q, k, v, mask, last, scale))
+            runs = median_ms(lambda: attend_in_runs(q, k, v, mask, last, scale))
             times["runs"].append(runs)
             times["longest"].append(
                 median_ms(lambda: attend(q, k[:, :, :longest], v[:, :, :longest], mask[..., :longest], scale))
@@ -89,7 +82,7 @@ def compare(flex, sizes: list[tuple[int, int]], rows: int, batches: int, repeats
             )
             ratios.append(runs / flex_ms)
             flexed = flex(q, k, v, block_mask=mask_of_rows, scale=scale, enable_gqa=True)
-            difference = (flexed - sdpa_in_runs(q, k, v, mask, last, scale)).abs().max()
+            difference = (flexed - attend_in_runs(q, k, v, mask, last, scale)).abs().max()
             largest_difference = max(largest_difference, float(difference))
     return {
         "positions": cases,
@@ -118,13 +111,7 @@ def markdown(results: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[8, 12, 16])
-    parser.add_argument("--batches", type=int, default=4, help="batches of positions per number of rows")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu" / "decode_attention")
-    args = parser.parse_args()
+    args = arguments(__doc__.split("\n\n")[0], [8, 12, 16], "decode_attention")
     args.new_tokens = None  # attention alone
     torch.set_num_threads(args.threads)
     llm = LLM.load(str(smollm2.make_checkpoint(ROOT / "build" / "smollm2")), distribute=None)
