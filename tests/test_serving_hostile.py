@@ -240,20 +240,25 @@ def logged_requests(server, more_than: int = -1, timeout: float = 30) -> list[st
 
 def test_a_salt_keeps_a_clients_earlier_answers_from_the_others(servers):
     """The lookup proposes from earlier answers to requests with the same salt only: the first client's second
-    request is proposed its first answer, and accepts nearly all of it, while a second client asking the same is
-    proposed what the first was proposed with nothing in the cache."""
+    request is proposed its first answer, and accepts all of what it is proposed, while a second client asking the
+    same is proposed what the first was proposed with nothing in the cache, and accepts as little of it. How many
+    tokens a round proposes is chosen from the rounds' timings (`speculative_k="auto"`), so the rates are compared,
+    not the counts: a slow machine proposes fewer."""
     server = servers[1]
-    accepted, answers = [], []
+    rates, answers = [], []
     alice, bob = (f"{name}-{uuid.uuid4().hex}" for name in ("alice", "bob"))
     for salt in (alice, alice, bob):
         messages = [{"role": "user", "content": "Beautiful is better than"}]
         before = metrics(server)
         answers.append(answer(server, {"messages": messages, "max_tokens": 100, "cache_salt": salt}))
-        accepted.append(increase(before, metrics(server), "spec_decode_num_accepted_tokens_total"))
+        after = metrics(server)
+        proposed = increase(before, after, "spec_decode_num_draft_tokens_total")
+        accepted = increase(before, after, "spec_decode_num_accepted_tokens_total")
+        assert proposed > 0
+        rates.append(accepted / proposed)
     assert len(set(answers)) == 1 and len(answers[0]) > 200
-    first, again, other = accepted
-    assert again >= first + 40  # of 100 tokens
-    assert other < first + 20
+    first, again, other = rates
+    assert again >= 0.9 > 0.6 > max(first, other), rates
 
 
 def test_memory_stays_where_it_was_after_200_requests(server):
