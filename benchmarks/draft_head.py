@@ -3,6 +3,7 @@ its training data, one prompt at a time (greedy and sampling) and in batches, wi
 
     python -m benchmarks.draft_head --head build/heads/smollm2 [--target DIR] [--repeats 3] [--threads 2] [--out DIR]
         [--sharegpt 8] [--quick]
+    python -m benchmarks.draft_head --lookup [...]
 
 SmolLM2-135M-Instruct (tools/smollm2.py), float32, up to 128 new tokens, the eight chat prompts of tools/smollm2.py
 (written by people) and `--sharegpt` first turns of ShareGPT's held-back split (the head trains on texts of its
@@ -16,6 +17,10 @@ alone's. Also: the rounds' accepted tokens per draft position (how often the j-t
 rounds that drafted at least j), the mean tokens per round that drafted, and the seconds of one step of the head and of
 the target (one token per row at position 200, batch 1, 4 and 8, medians of 20), and the head's training (its
 `training.json`: tokens, seconds, acceptance on held-back data).
+
+With `--lookup`, the same cases measure prompt lookup instead of a head (`prompt_lookup=True`, `speculative_k="auto"`,
+the default with it, and `lookup_cache_tokens=0`: each answer looks up its own prompt and text, not the answers of
+earlier repeats): what "auto" makes of the other proposer on open chat prompts, where little is found to propose.
 """
 
 from __future__ import annotations
@@ -53,11 +58,16 @@ def record_rounds(llm: LLM) -> None:
     sequence.DraftCounts.add = recorded
 
 
-def generate(llm: LLM, head: LLM | None, prompts: str | list[str], new_tokens: int, temperature: float):
-    """The answer(s) and the tokens per second of one call. Sampling one prompt, of the tokens after the first (the
-    answer streamed): answers sampled with and without the head differ in length, and a short one spends more of its
-    time in the prefill, which would weigh in its tokens per second."""
-    kwargs = dict(max_new_tokens=new_tokens, temperature=temperature, draft_model=head)
+def generate(llm: LLM, head: LLM | bool | None, prompts: str | list[str], new_tokens: int, temperature: float):
+    """The answer(s) and the tokens per second of one call, with `head` drafting (or prompt lookup where it is True).
+    Sampling one prompt, of the tokens after the first (the answer streamed): answers sampled with and without the
+    head differ in length, and a short one spends more of its time in the prefill, which would weigh in its tokens per
+    second."""
+    kwargs = dict(max_new_tokens=new_tokens, temperature=temperature)
+    if head is True:
+        kwargs.update(prompt_lookup=True, lookup_cache_tokens=0)
+    elif head is not None:
+        kwargs.update(draft_model=head)
     start = time.perf_counter()
     if temperature > 0 and isinstance(prompts, str):
         first, pieces = None, []
@@ -178,7 +188,8 @@ def acceptance_per_position(rounds: list[tuple[int, int]]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--head", type=Path, required=True, help="the head's directory (litgpt train_draft's out_dir)")
+    parser.add_argument("--head", type=Path, help="the head's directory (litgpt train_draft's out_dir)")
+    parser.add_argument("--lookup", action="store_true", help="measure prompt lookup instead of a head")
     parser.add_argument("--target", type=Path, help="the head's target (SmolLM2-135M-Instruct by default)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -188,14 +199,19 @@ def main() -> int:
     parser.add_argument("--sharegpt", type=int, default=0, help="held-back ShareGPT prompts, also greedy")
     parser.add_argument("--quick", action="store_true", help="1 prompt, 8 new tokens, one repeat")
     args = parser.parse_args()
+    if (args.head is not None) == args.lookup:
+        parser.error("give either --head or --lookup")
     torch.set_num_threads(args.threads)
     prompts = list(smollm2.PROMPTS)
     if args.quick:
         prompts, args.new_tokens, args.repeats, args.sampled_prompts = prompts[:1], 8, 1, 1
     checkpoint_dir = args.target or smollm2.make_checkpoint(ROOT / "build" / "smollm2")
-    llm, head = (LLM.load(str(path), distribute=None) for path in (checkpoint_dir, args.head))
-    for model in (llm, head):
-        model.distribute(accelerator="cpu", precision="32-true")
+    llm = LLM.load(str(checkpoint_dir), distribute=None)
+    llm.distribute(accelerator="cpu", precision="32-true")
+    head = True
+    if not args.lookup:
+        head = LLM.load(str(args.head), distribute=None)
+        head.distribute(accelerator="cpu", precision="32-true")
     people = sharegpt_prompts(llm, args.sharegpt) if args.sharegpt else []
     record_rounds(llm)
     generate(llm, head, prompts[0], 4, 0.0)  # the first calls are slower: not measured
@@ -225,7 +241,7 @@ def main() -> int:
                     rounds["batch" if name.startswith("batch") else "one prompt"] += ROUNDS
             if temperature == 0 and answers["head"] != answers["alone"]:
                 raise SystemExit(f"{name}: the answer with the head differs from the target's alone")
-            if temperature == 0 and repeat == 0 and isinstance(prompt, str):
+            if temperature == 0 and repeat == 0 and isinstance(prompt, str) and not args.lookup:
                 agreements, positions = offline_acceptance(llm, head, prompt, answers["alone"])
                 offline.append((agreements, positions))
             ratios[name].append(speed["head"] / speed["alone"])
@@ -234,17 +250,18 @@ def main() -> int:
             print(f"repeat {repeat + 1}: {name[:50]}: {speed['head'] / speed['alone']:.2f}x", file=sys.stderr)
 
     position, repeats = (40, 3) if args.quick else (200, 20)
-    steps = {rows: step_seconds(llm, head, rows, position, repeats) for rows in (1, 4, 8)}
-    training = args.head / "training.json"
+    steps = {} if args.lookup else {rows: step_seconds(llm, head, rows, position, repeats) for rows in (1, 4, 8)}
+    training = None if args.lookup else args.head / "training.json"
     results = {
         "machine": run_machine(args),
+        "proposer": "prompt lookup" if args.lookup else "a trained draft head",
         "ratios": ratios,
         "speeds": speeds,
         "acceptance": {kind: acceptance_per_position(r) for kind, r in rounds.items()},
         "offline_acceptance": [sum(a[j] for a, _ in offline) / max(sum(n for _, n in offline), 1) for j in range(3)],
         "step_seconds": {str(rows): s for rows, s in steps.items()},
         "round_steps": round_steps(llm),
-        "training": json.loads(training.read_text()) if training.is_file() else None,
+        "training": json.loads(training.read_text()) if training and training.is_file() else None,
     }
     write_results(args.out, results, markdown(results))
     return 0
@@ -252,15 +269,17 @@ def main() -> int:
 
 def markdown(results: dict) -> str:
     machine = results["machine"]
+    proposer = results.get("proposer", "a trained draft head")
+    it = "lookup" if proposer == "prompt lookup" else "the head"
     lines = [
-        f"# A trained draft head against the target alone ({machine['date']}, {machine['threads']} threads)",
+        f"# {proposer.capitalize()} against the target alone ({machine['date']}, {machine['threads']} threads)",
         "",
         f"`{machine['command']}`",
         "",
-        "Sampled at temperature 0.7, the answers with and without the head differ in length: their tokens/s are"
+        f"Sampled at temperature 0.7, the answers with and without {it} differ in length: their tokens/s are"
         " those after the first token (streamed), without the prefill's time.",
         "",
-        "| case | tokens/s with the head over alone, paired: median (quartiles) | alone, tokens/s |",
+        f"| case | tokens/s with {it} over alone, paired: median (quartiles) | alone, tokens/s |",
         "|---|---|---|",
     ]
     for name, values in results["ratios"].items():
@@ -287,17 +306,20 @@ def markdown(results: dict) -> str:
             f" ({acceptance['rounds']} rounds)."
         )
     offline = ", ".join(f"{a:.2f}" for a in results.get("offline_acceptance", []))
-    lines.append(
-        f"Offline, on the target's greedy answers to the same prompts: the head's most probable token is the target's"
-        f" at {offline} of the answers' positions, per step ahead (`litgpt train_draft`'s held-back measure)."
-    )
+    if results["step_seconds"]:  # a head's
+        lines.append(
+            f"Offline, on the target's greedy answers to the same prompts: the head's most probable token is the"
+            f" target's at {offline} of the answers' positions, per step ahead (`litgpt train_draft`'s held-back"
+            " measure)."
+        )
     costs = "; ".join(
         f"{rows} row(s): target {s['target'] * 1e3:.1f} ms, head {s['head'] * 1e3:.1f} ms"
         f" ({s['head'] / s['target']:.2f}), target over 2 and 3 tokens per row"
         f" {s['target, 2 tokens'] / s['target']:.2f} and {s['target, 3 tokens'] / s['target']:.2f} steps"
         for rows, s in results["step_seconds"].items()
     )
-    lines.append(f"One step (one token per row): {costs}.")
+    if costs:
+        lines.append(f"One step (one token per row): {costs}.")
     rounds = "; ".join(
         f"{rows} row(s): " + ", ".join(f"k={k} {steps:.2f}" for k, steps in per_k.items())
         for rows, per_k in results.get("round_steps", {}).items()

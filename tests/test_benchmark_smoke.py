@@ -182,6 +182,20 @@ def test_draft_head_benchmark_quick_writes_table_and_json(tmp_path, monkeypatch)
     assert "One prompt, greedy: median" in md and "One step (one token per row)" in md
 
 
+def test_draft_head_benchmark_measures_prompt_lookup_in_the_same_cases(tmp_path, monkeypatch):
+    from demo import tiny_checkpoints
+
+    _, target = tiny_checkpoints.build_pair(tmp_path)
+    out = tmp_path / "lookup"
+    run(monkeypatch, draft_head, "--quick", "--threads", "1", "--target", str(target), "--lookup", "--out", str(out))
+    results = json.loads((tmp_path / "lookup.json").read_text())
+    assert results["proposer"] == "prompt lookup" and len(results["ratios"]) == 4
+    assert all(ratio > 0 for ratios in results["ratios"].values() for ratio in ratios)
+    md = (tmp_path / "lookup.md").read_text()
+    assert md.startswith("# Prompt lookup against the target alone") and "with lookup over alone" in md
+    assert "One step" not in md and "Offline" not in md
+
+
 def test_kv_layout_benchmark_writes_table_and_json(tmp_path, monkeypatch):
     run(
         monkeypatch,
