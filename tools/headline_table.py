@@ -149,6 +149,28 @@ def draft_head_rows() -> list[tuple[str, ...]]:
     ]
 
 
+def lookup_auto_rows() -> list[tuple[str, ...]]:
+    results = load("draft_head_lookup.json")
+    ratios = results["ratios"]
+
+    def per_prompt(prefix: str) -> str:
+        medians = [statistics.median(v) for name, v in ratios.items() if name.startswith(prefix)]
+        return f"**{statistics.median(medians):.2f}×** (prompts {min(medians):.2f}–{max(medians):.2f})"
+
+    people = sum(name.startswith("greedy, ShareGPT") for name in ratios)
+    return [
+        (
+            f'Prompt lookup (`prompt_lookup=True`, `speculative_k="auto"`, its own prompt and answer only) on the'
+            f" same open prompts (8 handwritten, {people} of ShareGPT's held-back split), `LLM.generate` with it over"
+            " without: greedy one at a time; at temperature 0.7; a batch of 4; of 8",
+            f"{per_prompt('greedy')}; {per_prompt('temperature')}; {ratio(ratios['batch of 4'])};"
+            f" {ratio(ratios['batch of 8'])}",
+            f"`{results['machine']['command']}`",
+            machine_of(results),
+        )
+    ]
+
+
 def onednn_rows() -> list[tuple[str, ...]]:
     results = load("onednn_linears.json")
     ratios = results["ratios"]
@@ -359,7 +381,8 @@ def vllm_bench_compiled_rows() -> list[tuple[str, ...]]:
 
 def table() -> str:
     lines = ["| what | measured | command | machine |", "|---|---|---|---|"]
-    rows = onednn_rows() + prompt_lookup_rows() + held_out_rows() + draft_head_rows() + draft_model_rows()
+    rows = onednn_rows() + prompt_lookup_rows() + held_out_rows() + draft_head_rows() + lookup_auto_rows()
+    rows += draft_model_rows()
     rows += serve_batching_rows() + kv_memory_rows() + vllm_bench_rows() + vllm_bench_rows("vllm_bench_lookup")
     rows += vllm_bench_rows("vllm_bench_bf16") + vllm_bench_compiled_rows()
     rows += vllm_bench_rows("vllm_bench_lookup_compiled")
