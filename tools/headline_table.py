@@ -121,13 +121,15 @@ def draft_model_rows() -> list[tuple[str, ...]]:
     ]
 
 
+def per_prompt(ratios: dict[str, list[float]], prefix: str) -> str:
+    """The median over the cases named `prefix...` of their paired ratios' medians, and their range."""
+    medians = [statistics.median(v) for name, v in ratios.items() if name.startswith(prefix)]
+    return f"**{statistics.median(medians):.2f}×** (prompts {min(medians):.2f}–{max(medians):.2f})"
+
+
 def draft_head_rows() -> list[tuple[str, ...]]:
     results = load("draft_head.json")
     ratios = results["ratios"]
-
-    def per_prompt(prefix: str) -> str:
-        medians = [statistics.median(v) for name, v in ratios.items() if name.startswith(prefix)]
-        return f"**{statistics.median(medians):.2f}×** (prompts {min(medians):.2f}–{max(medians):.2f})"
 
     training = results["training"]
     acceptance = results["acceptance"]["one prompt"]
@@ -141,7 +143,7 @@ def draft_head_rows() -> list[tuple[str, ...]]:
             " training data"
             f" (8 handwritten, {people} of ShareGPT's held-back split), `LLM.generate` with it over without: greedy one"
             " at a time; at temperature 0.7; a batch of 4; of 8; the first drafted token's acceptance live (offline)",
-            f"{per_prompt('greedy')}; {per_prompt('temperature')}; {ratio(ratios['batch of 4'])};"
+            f"{per_prompt(ratios, 'greedy')}; {per_prompt(ratios, 'temperature')}; {ratio(ratios['batch of 4'])};"
             f" {ratio(ratios['batch of 8'])}; {first:.2f} ({offline[0]:.2f})",
             f"`{results['machine']['command']}`",
             machine_of(results),
@@ -153,17 +155,13 @@ def lookup_auto_rows() -> list[tuple[str, ...]]:
     results = load("draft_head_lookup.json")
     ratios = results["ratios"]
 
-    def per_prompt(prefix: str) -> str:
-        medians = [statistics.median(v) for name, v in ratios.items() if name.startswith(prefix)]
-        return f"**{statistics.median(medians):.2f}×** (prompts {min(medians):.2f}–{max(medians):.2f})"
-
     people = sum(name.startswith("greedy, ShareGPT") for name in ratios)
     return [
         (
             f'Prompt lookup (`prompt_lookup=True`, `speculative_k="auto"`, its own prompt and answer only) on the'
             f" same open prompts (8 handwritten, {people} of ShareGPT's held-back split), `LLM.generate` with it over"
             " without: greedy one at a time; at temperature 0.7; a batch of 4; of 8",
-            f"{per_prompt('greedy')}; {per_prompt('temperature')}; {ratio(ratios['batch of 4'])};"
+            f"{per_prompt(ratios, 'greedy')}; {per_prompt(ratios, 'temperature')}; {ratio(ratios['batch of 4'])};"
             f" {ratio(ratios['batch of 8'])}",
             f"`{results['machine']['command']}`",
             machine_of(results),
